@@ -1,0 +1,141 @@
+/**
+ * The table of supported architectures and the tensor names each one uses.
+ * Adding an architecture means adding one row here (and, if its weights are named
+ * differently, a naming scheme); `parseModelConfig` and `openCheckpoint` read only this table.
+ */
+import type { ModelConfig } from './types.ts';
+
+/** How an architecture decides whether q/k/v projections carry biases. */
+type BiasRule = 'never' | 'always' | 'from-config'; // from-config: `attention_bias`, default false
+/** How an architecture records a sliding window. */
+type SlidingWindowRule =
+  | 'none'
+  | 'sliding-window' // `sliding_window` when not null (Mistral)
+  | 'use-sliding-window'; // `sliding_window` only when `use_sliding_window` is true (Qwen2/Qwen3)
+
+/** One supported architecture, keyed by the `architectures[0]` name in config.json. */
+export interface ArchitectureSpec {
+  readonly name: string;
+  readonly attentionBias: BiasRule;
+  /** Per-head RMSNorm on q and k (`q_norm`, `k_norm`) before rotary. */
+  readonly qkNorm: boolean;
+  readonly slidingWindow: SlidingWindowRule;
+  /** `rope_scaling` types accepted besides none/`default`. */
+  readonly ropeScalingTypes: readonly string[];
+}
+
+export const ARCHITECTURES: readonly ArchitectureSpec[] = [
+  { name: 'LlamaForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'none', ropeScalingTypes: ['llama3'] },
+  { name: 'MistralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [] },
+  { name: 'Qwen2ForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
+  { name: 'Qwen3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
+];
+
+/** Names of the supported architectures, in table order. */
+export const SUPPORTED_ARCHITECTURES: readonly string[] = ARCHITECTURES.map((spec) => spec.name);
+
+/** The table row for `name`, or undefined when unsupported. */
+export function findArchitecture(name: string): ArchitectureSpec | undefined {
+  return ARCHITECTURES.find((spec) => spec.name === name);
+}
+
+/** Tensor names of one decoder layer. Optional names are absent when the config has no such tensor. */
+export interface LayerTensorNames {
+  readonly inputNorm: string; //            [hidden]
+  readonly qProj: string; //                [numHeads * headDim, hidden]
+  readonly kProj: string; //                [numKvHeads * headDim, hidden]
+  readonly vProj: string; //                [numKvHeads * headDim, hidden]
+  readonly oProj: string; //                [hidden, numHeads * headDim]
+  readonly qBias?: string; //               [numHeads * headDim]   (attentionBias)
+  readonly kBias?: string; //               [numKvHeads * headDim] (attentionBias)
+  readonly vBias?: string; //               [numKvHeads * headDim] (attentionBias)
+  readonly qNorm?: string; //               [headDim]              (qkNorm)
+  readonly kNorm?: string; //               [headDim]              (qkNorm)
+  readonly postNorm: string; //    [hidden]
+  readonly gateProj: string; //             [intermediate, hidden]
+  readonly upProj: string; //               [intermediate, hidden]
+  readonly downProj: string; //             [hidden, intermediate]
+}
+
+/** Tensor names outside the decoder layers. */
+export interface HeadTensorNames {
+  readonly embedTokens: string; // [vocab, hidden]
+  readonly finalNorm: string; //   [hidden]
+  /** The LM head matrix [vocab, hidden]: `lm_head.weight`, or the embedding itself when tied. */
+  readonly lmHead: string;
+}
+
+/** The tensor names of layer `layer` (0-based) for `config`'s architecture. */
+export function layerTensorNames(config: ModelConfig, layer: number): LayerTensorNames {
+  const p = `model.layers.${layer}`;
+  return {
+    inputNorm: `${p}.input_layernorm.weight`,
+    qProj: `${p}.self_attn.q_proj.weight`,
+    kProj: `${p}.self_attn.k_proj.weight`,
+    vProj: `${p}.self_attn.v_proj.weight`,
+    oProj: `${p}.self_attn.o_proj.weight`,
+    ...(config.attentionBias
+      ? { qBias: `${p}.self_attn.q_proj.bias`, kBias: `${p}.self_attn.k_proj.bias`, vBias: `${p}.self_attn.v_proj.bias` }
+      : {}),
+    ...(config.qkNorm ? { qNorm: `${p}.self_attn.q_norm.weight`, kNorm: `${p}.self_attn.k_norm.weight` } : {}),
+    postNorm: `${p}.post_attention_layernorm.weight`,
+    gateProj: `${p}.mlp.gate_proj.weight`,
+    upProj: `${p}.mlp.up_proj.weight`,
+    downProj: `${p}.mlp.down_proj.weight`,
+  };
+}
+
+/** The embedding, final norm and LM head names for `config`. */
+export function headTensorNames(config: ModelConfig): HeadTensorNames {
+  const embedTokens = 'model.embed_tokens.weight';
+  return { embedTokens, finalNorm: 'model.norm.weight', lmHead: config.tieWordEmbeddings ? embedTokens : 'lm_head.weight' };
+}
+
+/** A tensor the model needs, with the shape it must have. */
+export interface RequiredTensor {
+  readonly name: string;
+  readonly shape: readonly number[];
+}
+
+/** Every tensor of layer `layer`, with its expected shape. */
+export function layerTensorShapes(config: ModelConfig, layer: number): RequiredTensor[] {
+  const names = layerTensorNames(config, layer);
+  const { hiddenSize: hidden, intermediateSize: inter, headDim } = config;
+  const q = config.numHeads * headDim;
+  const kv = config.numKvHeads * headDim;
+  const shapes: [string | undefined, number[]][] = [
+    [names.inputNorm, [hidden]],
+    [names.qProj, [q, hidden]],
+    [names.kProj, [kv, hidden]],
+    [names.vProj, [kv, hidden]],
+    [names.oProj, [hidden, q]],
+    [names.qBias, [q]],
+    [names.kBias, [kv]],
+    [names.vBias, [kv]],
+    [names.qNorm, [headDim]],
+    [names.kNorm, [headDim]],
+    [names.postNorm, [hidden]],
+    [names.gateProj, [inter, hidden]],
+    [names.upProj, [inter, hidden]],
+    [names.downProj, [hidden, inter]],
+  ];
+  return shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape }));
+}
+
+/** The embedding, final norm and (untied) LM head with their expected shapes. */
+export function headTensorShapes(config: ModelConfig): RequiredTensor[] {
+  const names = headTensorNames(config);
+  const required = [
+    { name: names.embedTokens, shape: [config.vocabSize, config.hiddenSize] },
+    { name: names.finalNorm, shape: [config.hiddenSize] },
+  ];
+  if (!config.tieWordEmbeddings) required.push({ name: names.lmHead, shape: [config.vocabSize, config.hiddenSize] });
+  return required;
+}
+
+/** Every tensor the whole model needs: head tensors, then layers 0..numLayers-1. */
+export function requiredTensors(config: ModelConfig): RequiredTensor[] {
+  const required = headTensorShapes(config);
+  for (let layer = 0; layer < config.numLayers; layer++) required.push(...layerTensorShapes(config, layer));
+  return required;
+}
