@@ -1,0 +1,230 @@
+/**
+ * Pure-TypeScript reference forward pass for Llama-family decoders (Llama, Mistral, Qwen2,
+ * Qwen3), with Hugging Face transformers semantics. Naive loops, no dependencies: it exists
+ * so tests can check the ONNX shard graphs against something obviously correct.
+ *
+ * Precision: every activation is stored as float32 between operations (what an fp32 graph
+ * holds), while every reduction — dot products, the RMSNorm mean of squares, softmax sums —
+ * accumulates in float64. So results match an fp32 graph to ~1e-5 relative, not bit for bit.
+ * The rotary angle is rounded to float32 like Hugging Face (`position * inv_freq` in fp32).
+ */
+import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
+import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
+
+/** Tensor source: Hugging Face tensor names, row-major float32, `[out, in]` for linear weights. */
+export interface ReferenceWeights {
+  get(name: string): Float32Array;
+}
+
+/**
+ * KV cache of the reference pass, per absolute layer index. Keys are stored after rotary
+ * (and q/k norm); each entry is one position, `[numKvHeads * headDim]`.
+ */
+export class ReferenceKvCache {
+  private readonly layers = new Map<number, { keys: Float32Array[]; values: Float32Array[] }>();
+
+  /** Positions held for `layer` (0 for a layer never run). */
+  lengthOf(layer: number): number {
+    return this.layers.get(layer)?.keys.length ?? 0;
+  }
+
+  /** Keys and values of `layer`, one `[numKvHeads * headDim]` array per position. Live arrays: `append` grows them. */
+  entries(layer: number): { keys: Float32Array[]; values: Float32Array[] } {
+    let entry = this.layers.get(layer);
+    if (!entry) {
+      entry = { keys: [], values: [] };
+      this.layers.set(layer, entry);
+    }
+    return entry;
+  }
+
+  append(layer: number, key: Float32Array, value: Float32Array): void {
+    const entry = this.entries(layer);
+    entry.keys.push(key);
+    entry.values.push(value);
+  }
+
+  /** Drops every position at or after `length` in every layer. */
+  truncate(length: number): void {
+    for (const entry of this.layers.values()) {
+      entry.keys.length = Math.min(entry.keys.length, length);
+      entry.values.length = Math.min(entry.values.length, length);
+    }
+  }
+}
+
+/** Hidden state `[hiddenSize]` of each token: rows of `model.embed_tokens.weight`. */
+export function referenceEmbed(config: ModelConfig, weights: ReferenceWeights, tokenIds: number[]): Float32Array[] {
+  const { hiddenSize, vocabSize } = config;
+  const table = tensor(weights, 'model.embed_tokens.weight', vocabSize * hiddenSize); // [vocab, hidden]
+  return tokenIds.map((id) => {
+    if (!Number.isInteger(id) || id < 0 || id >= vocabSize) throw new RangeError(`token id ${id} outside [0, ${vocabSize})`);
+    return table.slice(id * hiddenSize, (id + 1) * hiddenSize);
+  });
+}
+
+/**
+ * Runs decoder layers `[range.start, range.end)` over the new positions `hidden`
+ * (`[hiddenSize]` each), returning their output hidden states. Positions continue after the
+ * cache's length for `range.start`; the new keys and values are appended to `kv`. Without
+ * `kv` the positions start at 0 and nothing is kept.
+ */
+export function referenceLayers(
+  config: ModelConfig,
+  weights: ReferenceWeights,
+  hidden: Float32Array[],
+  range: LayerRange,
+  kv: ReferenceKvCache = new ReferenceKvCache(),
+): Float32Array[] {
+  if (!Number.isInteger(range.start) || !Number.isInteger(range.end) || range.start < 0 || range.end > config.numLayers || range.start >= range.end) {
+    throw new RangeError(`layer range [${range.start}, ${range.end}) not inside [0, ${config.numLayers})`);
+  }
+  const past = kv.lengthOf(range.start);
+  for (let layer = range.start; layer < range.end; layer++) {
+    if (kv.lengthOf(layer) !== past) throw new Error(`KV cache layer ${layer} holds ${kv.lengthOf(layer)} positions, layer ${range.start} holds ${past}`);
+  }
+  for (const h of hidden) {
+    if (h.length !== config.hiddenSize) throw new RangeError(`hidden state has ${h.length} values, expected ${config.hiddenSize}`);
+  }
+  const invFreq = ropeInverseFrequencies(config.rope, config.headDim);
+  let states: Float32Array[] = hidden.map((h) => Float32Array.from(h));
+  for (let layer = range.start; layer < range.end; layer++) {
+    states = states.map((h, i) => decoderLayer(config, weights, layer, h, past + i, invFreq, kv));
+  }
+  return states;
+}
+
+/** Logits `[vocabSize]` for one hidden state: final RMSNorm, then the LM head (tied or not). */
+export function referenceHead(config: ModelConfig, weights: ReferenceWeights, hidden: Float32Array): Float32Array {
+  const { hiddenSize, vocabSize } = config;
+  const normed = rmsNorm(hidden, tensor(weights, 'model.norm.weight', hiddenSize), config.rmsNormEps);
+  const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  return linear(normed, tensor(weights, headName, vocabSize * hiddenSize), vocabSize); // [vocab]
+}
+
+/** Logits `[vocabSize]` for every position of `tokenIds`, starting at position 0. */
+export function referenceForward(config: ModelConfig, weights: ReferenceWeights, tokenIds: number[]): Float32Array[] {
+  const hidden = referenceEmbed(config, weights, tokenIds);
+  const out = referenceLayers(config, weights, hidden, { start: 0, end: config.numLayers });
+  return out.map((h) => referenceHead(config, weights, h));
+}
+
+/** One decoder layer over one position; appends this position's key and value to `kv`. */
+function decoderLayer(
+  config: ModelConfig,
+  weights: ReferenceWeights,
+  layer: number,
+  x: Float32Array, // [hidden]
+  position: number,
+  invFreq: Float64Array, // [headDim / 2]
+  kv: ReferenceKvCache,
+): Float32Array {
+  const { hiddenSize: hs, numHeads, numKvHeads, headDim, intermediateSize, rmsNormEps: eps } = config;
+  const p = `model.layers.${layer}.`;
+  const qSize = numHeads * headDim;
+  const kvSize = numKvHeads * headDim;
+
+  // Attention block.
+  const a = rmsNorm(x, tensor(weights, `${p}input_layernorm.weight`, hs), eps);
+  const bias = (name: string, n: number) => (config.attentionBias ? tensor(weights, `${p}self_attn.${name}.bias`, n) : undefined);
+  const q = linear(a, tensor(weights, `${p}self_attn.q_proj.weight`, qSize * hs), qSize, bias('q_proj', qSize)); // [heads * headDim]
+  const k = linear(a, tensor(weights, `${p}self_attn.k_proj.weight`, kvSize * hs), kvSize, bias('k_proj', kvSize)); // [kvHeads * headDim]
+  const v = linear(a, tensor(weights, `${p}self_attn.v_proj.weight`, kvSize * hs), kvSize, bias('v_proj', kvSize)); // [kvHeads * headDim]
+  if (config.qkNorm) {
+    perHeadRmsNorm(q, tensor(weights, `${p}self_attn.q_norm.weight`, headDim), headDim, eps);
+    perHeadRmsNorm(k, tensor(weights, `${p}self_attn.k_norm.weight`, headDim), headDim, eps);
+  }
+  rotateHalf(q, headDim, position, invFreq);
+  rotateHalf(k, headDim, position, invFreq);
+  kv.append(layer, k, v);
+  const { keys, values } = kv.entries(layer); // positions 0..position inclusive
+  const context = new Float32Array(qSize); // [heads * headDim]
+  const groupSize = numHeads / numKvHeads;
+  const scale = 1 / Math.sqrt(headDim);
+  // Causal by construction: the cache holds only positions <= this one. A sliding window
+  // (Mistral) keeps keys j with position - j < window, as transformers' mask does.
+  const first = config.slidingWindow === undefined ? 0 : Math.max(0, position - config.slidingWindow + 1);
+  const scores = new Float64Array(position + 1);
+  for (let h = 0; h < numHeads; h++) {
+    const qo = h * headDim;
+    const ko = Math.floor(h / groupSize) * headDim; // grouped-query: kv head shared by groupSize query heads
+    let max = -Infinity;
+    for (let j = first; j <= position; j++) {
+      let dot = 0;
+      for (let d = 0; d < headDim; d++) dot += q[qo + d] * keys[j][ko + d];
+      scores[j] = dot * scale;
+      if (scores[j] > max) max = scores[j];
+    }
+    let sum = 0;
+    for (let j = first; j <= position; j++) sum += scores[j] = Math.exp(scores[j] - max);
+    for (let d = 0; d < headDim; d++) {
+      let acc = 0;
+      for (let j = first; j <= position; j++) acc += scores[j] * values[j][ko + d];
+      context[qo + d] = acc / sum;
+    }
+  }
+  const attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs); // [hidden]
+  const mid = new Float32Array(hs);
+  for (let i = 0; i < hs; i++) mid[i] = x[i] + attn[i];
+
+  // MLP block: down(silu(gate(x)) * up(x)).
+  const m = rmsNorm(mid, tensor(weights, `${p}post_attention_layernorm.weight`, hs), eps);
+  const gate = linear(m, tensor(weights, `${p}mlp.gate_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
+  const up = linear(m, tensor(weights, `${p}mlp.up_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
+  for (let i = 0; i < intermediateSize; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
+  const down = linear(gate, tensor(weights, `${p}mlp.down_proj.weight`, hs * intermediateSize), hs); // [hidden]
+  const out = new Float32Array(hs);
+  for (let i = 0; i < hs; i++) out[i] = mid[i] + down[i];
+  return out;
+}
+
+/** Fetches a tensor and checks its element count, so a wrong config fails loudly, not subtly. */
+function tensor(weights: ReferenceWeights, name: string, elements: number): Float32Array {
+  const t = weights.get(name);
+  if (t.length !== elements) throw new Error(`tensor ${name} has ${t.length} elements, expected ${elements}`);
+  return t;
+}
+
+/** y = W x + b with W `[out, in]` row-major. */
+function linear(x: Float32Array, w: Float32Array, out: number, bias?: Float32Array): Float32Array {
+  const n = x.length;
+  const y = new Float32Array(out);
+  for (let o = 0; o < out; o++) {
+    let acc = bias ? bias[o] : 0;
+    const row = o * n;
+    for (let i = 0; i < n; i++) acc += w[row + i] * x[i];
+    y[o] = acc;
+  }
+  return y;
+}
+
+/** y = x / sqrt(mean(x^2) + eps) * w. */
+function rmsNorm(x: Float32Array, w: Float32Array, eps: number): Float32Array {
+  let sum = 0;
+  for (let i = 0; i < x.length; i++) sum += x[i] * x[i];
+  const inv = 1 / Math.sqrt(sum / x.length + eps);
+  const y = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) y[i] = x[i] * inv * w[i];
+  return y;
+}
+
+/** RMSNorm of each `headDim` slice of `x`, in place (Qwen3 q_norm / k_norm). */
+function perHeadRmsNorm(x: Float32Array, w: Float32Array, headDim: number, eps: number): void {
+  for (let o = 0; o < x.length; o += headDim) x.set(rmsNorm(x.subarray(o, o + headDim), w, eps), o);
+}
+
+/** Rotary "rotate half" in place on each head: [x1 cos - x2 sin, x2 cos + x1 sin]. */
+function rotateHalf(x: Float32Array, headDim: number, position: number, invFreq: Float64Array): void {
+  const half = headDim / 2;
+  for (let o = 0; o < x.length; o += headDim) {
+    for (let i = 0; i < half; i++) {
+      const angle = Math.fround(position * Math.fround(invFreq[i]));
+      const cos = Math.fround(Math.cos(angle)); // fp32 tables, as ropeCaches and Hugging Face hold them
+      const sin = Math.fround(Math.sin(angle));
+      const x1 = x[o + i];
+      const x2 = x[o + half + i];
+      x[o + i] = x1 * cos - x2 * sin;
+      x[o + half + i] = x2 * cos + x1 * sin;
+    }
+  }
+}
