@@ -1,0 +1,26 @@
+/** Token sampling: pure, seeded, runtime-independent. */
+
+export { createRng, restoreRng, type Rng, type RngState } from './rng.ts';
+export {
+  MAX_TOP_LOGPROBS,
+  SamplingParamError,
+  defaultSamplingParams,
+  validateSamplingParams,
+  type SamplingParams,
+} from './params.ts';
+export { applyPenalties, type PenaltyParams, type TokenHistory } from './penalties.ts';
+export { selectTopN } from './select.ts';
+export {
+  createCandidateScratch,
+  selectCandidates,
+  type CandidateScratch,
+  type CandidateSet,
+  type FilterParams,
+} from './candidates.ts';
+export { Sampler, type SampledToken, type TokenLogprob } from './sampler.ts';
+export {
+  StopChecker,
+  StopStringMatcher,
+  type FinishReason,
+  type StopMatch,
+} from './stop.ts';

@@ -1,0 +1,130 @@
+/**
+ * The per-sequence token sampler (after llama2.c `run.c` `Sampler`, plus penalties, top-k, min-p
+ * and logprobs). Pure: no I/O, no clock; the only randomness is its seeded RNG, so the same seed
+ * and the same logits give the same tokens whichever peers computed those logits.
+ */
+
+import { createCandidateScratch, selectCandidates, type CandidateScratch } from './candidates.ts';
+import { applyPenalties, type TokenHistory } from './penalties.ts';
+import { validateSamplingParams, type SamplingParams } from './params.ts';
+import { createRng, type Rng, type RngState } from './rng.ts';
+import { selectTopN } from './select.ts';
+
+/** One token with its log-probability. */
+export interface TokenLogprob {
+  readonly tokenId: number;
+  readonly logprob: number;
+}
+
+/**
+ * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties and
+ * BEFORE temperature / top-k / top-p / min-p: the model's distribution as adjusted by the
+ * penalties, independent of how adventurous the sampling was. (OpenAI reports the raw model
+ * distribution; we include penalties because they are part of what the request asked the model to
+ * score.) exp(logprob) summed over the whole vocabulary is 1.
+ */
+export interface SampledToken extends TokenLogprob {
+  /**
+   * The `topLogprobs` most likely tokens under the same distribution, logprob descending, ties to
+   * the lower id; empty unless `params.logprobs`. May include the sampled token.
+   */
+  readonly topLogprobs: readonly TokenLogprob[];
+}
+
+/**
+ * Samples one sequence's tokens. Not shared between sequences: it owns scratch buffers of
+ * O(vocabSize) and the RNG whose position advances by exactly one draw per non-greedy sample.
+ *
+ * Pipeline: penalties → (temperature 0: argmax, ties to the lowest id, no RNG draw) →
+ * temperature → top-k → softmax → top-p → min-p → renormalize → draw.
+ */
+export class Sampler {
+  readonly params: SamplingParams;
+  readonly vocabSize: number;
+  private readonly rng: Rng;
+  private readonly penalized: Float64Array; // [vocab]
+  private readonly counts: Uint32Array; // [vocab], all zero between calls
+  private readonly candidates: CandidateScratch;
+  private readonly top: Int32Array; // [topLogprobs]
+
+  /**
+   * `params` are (re)validated (throws SamplingParamError). `vocabSize` is the logits length.
+   * `rng` overrides the generator built from `params.seed` (e.g. one restored from a snapshot);
+   * with neither, a random seed is drawn from Math.random.
+   */
+  constructor(params: SamplingParams, vocabSize: number, rng?: Rng) {
+    if (!Number.isSafeInteger(vocabSize) || vocabSize < 1) {
+      throw new RangeError(`vocabSize must be a positive integer, got ${vocabSize}`);
+    }
+    this.params = validateSamplingParams(params);
+    this.vocabSize = vocabSize;
+    this.rng = rng ?? createRng(this.params.seed ?? Math.floor(Math.random() * 2 ** 32));
+    this.penalized = new Float64Array(vocabSize);
+    this.counts = new Uint32Array(vocabSize);
+    this.candidates = createCandidateScratch(vocabSize);
+    this.top = new Int32Array(this.params.topLogprobs);
+  }
+
+  /** Snapshot of the RNG, for resuming this sequence elsewhere with `restoreRng`. */
+  rngState(): RngState {
+    return this.rng.state();
+  }
+
+  /**
+   * Chooses the next token from `logits` ([vocab], read only, never modified). -Infinity marks a
+   * banned token; NaN or +Infinity throws RangeError, as does a length other than vocabSize, a
+   * history id outside the vocabulary, or every logit being -Infinity.
+   */
+  sample(logits: Float32Array, history: TokenHistory): SampledToken {
+    const { params, vocabSize, penalized } = this;
+    if (logits.length !== vocabSize) {
+      throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
+    }
+    for (let i = 0; i < vocabSize; i++) {
+      const l = logits[i];
+      if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
+      penalized[i] = l;
+    }
+    applyPenalties(penalized, history, params, this.counts);
+
+    // One pass: argmax (strict > keeps the lowest id on ties) and the log-softmax normalizer.
+    let best = -1;
+    let max = -Infinity;
+    for (let i = 0; i < vocabSize; i++) {
+      if (penalized[i] > max) {
+        max = penalized[i];
+        best = i;
+      }
+    }
+    if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    let sum = 0;
+    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max);
+    const logNormalizer = max + Math.log(sum);
+
+    const tokenId = params.temperature === 0 ? best : this.draw();
+    const topLogprobs: TokenLogprob[] = [];
+    if (params.logprobs && params.topLogprobs > 0) {
+      const n = selectTopN(penalized, params.topLogprobs, this.top);
+      for (let k = 0; k < n; k++) {
+        const id = this.top[k];
+        topLogprobs.push({ tokenId: id, logprob: penalized[id] - logNormalizer });
+      }
+    }
+    return { tokenId, logprob: penalized[tokenId] - logNormalizer, topLogprobs };
+  }
+
+  /** One RNG draw over the filtered distribution of the penalized logits. */
+  private draw(): number {
+    const { ids, probs, count } = selectCandidates(this.penalized, this.params, this.candidates);
+    const r = this.rng.next();
+    let cumulative = 0;
+    let lastPositive = 0;
+    for (let k = 0; k < count; k++) {
+      if (probs[k] <= 0) continue;
+      cumulative += probs[k];
+      lastPositive = k;
+      if (r < cumulative) return ids[k];
+    }
+    return ids[lastPositive]; // r landed in the rounding gap just below 1
+  }
+}
