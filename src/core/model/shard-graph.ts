@@ -1,0 +1,135 @@
+/**
+ * Shard graph builder: the ONNX graph of decoder layers [start, end) of one model.
+ *
+ * Inputs                                   Outputs
+ *   hidden_states            [1, seq, H]     hidden_states_out      [1, seq, H]
+ *   past_key_values.{l}.key  [1, kvH, past, D]  present.{l}.key     [1, kvH, past+seq, D]
+ *   past_key_values.{l}.value                    present.{l}.value
+ * for every layer l in [start, end). Prefill feeds seq = prompt length with past = 0;
+ * decode feeds seq = 1. Positions are past .. past+seq-1, derived inside the graph from the
+ * past length, so one graph serves both. Attention is onnxruntime's GroupQueryAttention
+ * (com.microsoft) with its built-in rotary; norms are (Skip)SimplifiedLayerNormalization;
+ * linear layers are Gemm with transB = 1 over Hugging Face's [out, in] weights, so weights
+ * can be referenced in place inside .safetensors files.
+ */
+import { GraphBuilder } from './onnx/graph-builder.ts';
+import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
+import { ropeCaches } from './rope.ts';
+import { layerTensorNames } from './architectures.ts';
+import type { LayerRange, ModelConfig } from './types.ts';
+import { float32ToFloat16Bytes } from './dtype.ts';
+
+export type ActivationDtype = 'fp32' | 'fp16';
+
+/** Resolves a Hugging Face tensor name to an initializer in the activation dtype. */
+export type WeightResolver = (name: string) => Initializer;
+
+export const SHARD_INPUT_HIDDEN = 'hidden_states';
+export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
+export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;
+export const pastValueName = (layer: number) => `past_key_values.${layer}.value`;
+export const presentKeyName = (layer: number) => `present.${layer}.key`;
+export const presentValueName = (layer: number) => `present.${layer}.value`;
+
+export function onnxType(dtype: ActivationDtype): OnnxTypeCode {
+  return dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT;
+}
+
+/** Inline float initializer in the activation dtype. */
+export function floatInitializer(name: string, dims: number[], values: Float32Array, dtype: ActivationDtype): Initializer {
+  const raw = dtype === 'fp16' ? float32ToFloat16Bytes(values) : new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
+  return { name, type: onnxType(dtype), dims, raw };
+}
+
+/** Rotary caches cover this many positions: the model's context, capped to keep graphs small. */
+export function rotaryPositions(config: ModelConfig): number {
+  return Math.min(config.maxPositionEmbeddings, 32768);
+}
+
+export function buildShardGraph(
+  config: ModelConfig,
+  range: LayerRange,
+  dtype: ActivationDtype,
+  weight: WeightResolver,
+): OnnxGraph {
+  if (!(range.start >= 0 && range.end <= config.numLayers && range.start < range.end)) {
+    throw new RangeError(`layer range [${range.start}, ${range.end}) is not inside [0, ${config.numLayers})`);
+  }
+  const g = new GraphBuilder(`layers_${range.start}_${range.end}`);
+  const t = onnxType(dtype);
+  const { hiddenSize: H, numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
+  const use = (name: string) => g.initializer(weight(name));
+
+  const input = g.input(SHARD_INPUT_HIDDEN, t, [1, 'sequence', H]);
+  for (let l = range.start; l < range.end; l++) {
+    g.input(pastKeyName(l), t, [1, numKvHeads, 'past_sequence', D]);
+    g.input(pastValueName(l), t, [1, numKvHeads, 'past_sequence', D]);
+  }
+
+  // Sequence bookkeeping shared by all layers: total = past + seq; seqlens_k = total - 1.
+  const past = g.op1('Shape', [pastKeyName(range.start)], { start: 2, end: 3 });
+  const seq = g.op1('Shape', [input], { start: 1, end: 2 });
+  const total = g.op1('Add', [past, seq]); // [1] int64
+  const seqlensK = g.op1('Cast', [g.op1('Sub', [total, g.int64([1])])], { to: OnnxType.INT32 }); // [1]
+  const totalScalar = g.op1('Cast', [g.op1('Squeeze', [total, g.int64([0])])], { to: OnnxType.INT32 }); // []
+  const positionIds = g.op1('Unsqueeze', [g.op1('Range', [g.op1('Squeeze', [past, g.int64([0])]), g.op1('Squeeze', [total, g.int64([0])]), g.int64([1], [])]), g.int64([0])]); // [1, seq]
+
+  const positions = rotaryPositions(config);
+  const caches = ropeCaches(config.rope, D, positions);
+  const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
+  const sin = g.initializer(floatInitializer('rotary_sin', [positions, D / 2], caches.sin, dtype));
+
+  const linear = (x: string, w: string, b?: string) =>
+    g.op1('Gemm', b ? [x, use(w), use(b)] : [x, use(w)], { transB: 1 });
+  const headNorm = (x: string, heads: number, w: string) => {
+    const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
+    const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });
+    return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
+  };
+
+  // The residual stream is 2-D [seq, H] inside the graph so Gemm can read [out, in] weights.
+  let residual = g.op1('Reshape', [input, g.int64([-1, H])]);
+  let pending: string | undefined; // the last sub-block's output, not yet added to the residual
+  for (let l = range.start; l < range.end; l++) {
+    const names = layerTensorNames(config, l);
+    let normed: string;
+    if (pending === undefined) {
+      normed = g.op1('SimplifiedLayerNormalization', [residual, use(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
+    } else {
+      [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, use(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
+    }
+
+    let q = linear(normed, names.qProj, names.qBias);
+    let k = linear(normed, names.kProj, names.kBias);
+    const v = linear(normed, names.vProj, names.vBias);
+    if (names.qNorm && names.kNorm) {
+      q = headNorm(q, numHeads, names.qNorm);
+      k = headNorm(k, numKvHeads, names.kNorm);
+    }
+    const batched = (x: string) => g.op1('Unsqueeze', [x, g.int64([0])]); // [1, seq, n*D]
+    // Rotary as its own op: GroupQueryAttention's built-in rotary needs headDim % 16 == 0.
+    const rotary = (x: string, heads: number) =>
+      g.op1('RotaryEmbedding', [batched(x), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft' });
+    const [attention] = g.op(
+      'GroupQueryAttention',
+      [rotary(q, numHeads), rotary(k, numKvHeads), batched(v), pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
+      { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) } },
+      { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
+    );
+    const attnOut = linear(g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
+
+    const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
+    residual = afterAttention;
+    const gate = linear(postNormed, names.gateProj);
+    const silu = g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
+    pending = linear(g.op1('Mul', [silu, linear(postNormed, names.upProj)]), names.downProj);
+  }
+  const out = g.op1('Add', [pending!, residual]);
+  g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
+  g.output(SHARD_OUTPUT_HIDDEN, t, [1, 'sequence', H]);
+  for (let l = range.start; l < range.end; l++) {
+    g.output(presentKeyName(l), t, [1, numKvHeads, 'total_sequence', D]);
+    g.output(presentValueName(l), t, [1, numKvHeads, 'total_sequence', D]);
+  }
+  return g.build();
+}

@@ -1,0 +1,59 @@
+/** Shared model types: the normalized config and where each tensor lives on disk. */
+
+/** Half-open layer range: layers `start, start+1, …, end-1`. */
+export interface LayerRange {
+  readonly start: number;
+  readonly end: number; // exclusive
+}
+
+export type TensorDtype = 'F32' | 'F16' | 'BF16';
+
+/** Rotary position embedding parameters after `rope_scaling` is resolved. */
+export interface RopeConfig {
+  readonly theta: number;
+  /** `llama3` frequency scaling, or undefined for plain rotary. */
+  readonly llama3?: {
+    readonly factor: number;
+    readonly lowFreqFactor: number;
+    readonly highFreqFactor: number;
+    readonly originalMaxPositionEmbeddings: number;
+  };
+}
+
+/**
+ * A checkpoint's `config.json`, validated and normalized across architectures.
+ * Every field the graph builder and the reference forward pass need is here.
+ */
+export interface ModelConfig {
+  readonly architecture: string; // e.g. 'LlamaForCausalLM'
+  readonly hiddenSize: number;
+  readonly intermediateSize: number;
+  readonly numLayers: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number; // config.head_dim or hiddenSize / numHeads
+  readonly vocabSize: number;
+  readonly maxPositionEmbeddings: number;
+  readonly rmsNormEps: number;
+  readonly rope: RopeConfig;
+  readonly tieWordEmbeddings: boolean;
+  /** q/k/v projections carry biases (Qwen2). */
+  readonly attentionBias: boolean;
+  /** Per-head RMSNorm on q and k before rotary (Qwen3). */
+  readonly qkNorm: boolean;
+  /** Sliding window size if the architecture uses one for the whole context; undefined otherwise. */
+  readonly slidingWindow?: number;
+  readonly bosTokenId?: number;
+  /** End-of-sequence ids (config.json and generation_config.json merged). */
+  readonly eosTokenIds: readonly number[];
+}
+
+/** One tensor inside one safetensors file, located by absolute byte offset in that file. */
+export interface TensorLocation {
+  readonly name: string;
+  readonly file: string; // file name relative to the checkpoint folder
+  readonly dtype: TensorDtype;
+  readonly shape: readonly number[];
+  readonly offset: number; // absolute byte offset of the data in the file
+  readonly length: number; // byte length
+}

@@ -1,0 +1,91 @@
+/**
+ * One KvStore per peer: it owns every session's KvState on that peer, the memory budget
+ * for KV, and least-recently-used eviction. An evicted session's next step finds no state
+ * (a cache miss) and the Route Session rebuilds it.
+ */
+import type { LayerRange } from '../model/types.ts';
+import { KvState, type KvTensorOps } from './kv-state.ts';
+
+const rangeKey = (r: LayerRange) => `${r.start}:${r.end}`;
+
+export interface KvStoreStats {
+  readonly entries: number;
+  readonly bytes: number;
+  readonly budgetBytes: number;
+  readonly evictions: number;
+}
+
+export class KvStore<T> {
+  // Map iteration order is insertion order: re-inserting on use keeps it LRU-ordered.
+  private readonly states = new Map<string, KvState<T>>();
+  private evictions = 0;
+
+  constructor(
+    private readonly ops: KvTensorOps<T>,
+    private budgetBytes: number,
+  ) {}
+
+  /** The state of a session on a range, created empty when absent. Marks it most recently used. */
+  acquire(sessionId: string, range: LayerRange): KvState<T> {
+    const key = `${sessionId}@${rangeKey(range)}`;
+    let state = this.states.get(key);
+    if (state) this.states.delete(key);
+    else state = new KvState(sessionId, range, this.ops);
+    this.states.set(key, state);
+    return state;
+  }
+
+  /** The state if present (and marks it used), without creating one. */
+  find(sessionId: string, range: LayerRange): KvState<T> | undefined {
+    const key = `${sessionId}@${rangeKey(range)}`;
+    const state = this.states.get(key);
+    if (!state) return undefined;
+    this.states.delete(key);
+    this.states.set(key, state);
+    return state;
+  }
+
+  /** Dispose every state the session holds here. Returns how many were freed. */
+  release(sessionId: string): number {
+    let freed = 0;
+    for (const [key, state] of [...this.states]) {
+      if (state.sessionId !== sessionId) continue;
+      state.dispose();
+      this.states.delete(key);
+      freed++;
+    }
+    return freed;
+  }
+
+  /** Evict least recently used states (never `keep`) until KV fits the budget. */
+  enforceBudget(keep?: KvState<T>): void {
+    for (const [key, state] of this.states) {
+      if (this.bytes <= this.budgetBytes) return;
+      if (state === keep) continue;
+      state.dispose();
+      this.states.delete(key);
+      this.evictions++;
+    }
+  }
+
+  setBudget(bytes: number): void {
+    this.budgetBytes = bytes;
+    this.enforceBudget();
+  }
+
+  get bytes(): number {
+    let total = 0;
+    for (const state of this.states.values()) total += state.bytes;
+    return total;
+  }
+
+  stats(): KvStoreStats {
+    return { entries: this.states.size, bytes: this.bytes, budgetBytes: this.budgetBytes, evictions: this.evictions };
+  }
+
+  /** Free everything (peer shutdown). */
+  clear(): void {
+    for (const state of this.states.values()) state.dispose();
+    this.states.clear();
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * The head's own graphs on onnxruntime: token embedding and final norm + LM head.
+ */
+import type * as Ort from 'onnxruntime-common';
+import { EMBED_INPUT_IDS, EMBED_OUTPUT, HEAD_INPUT, HEAD_OUTPUT_LOGITS } from '../model/head-graphs.ts';
+import type { ActivationDtype } from '../model/shard-graph.ts';
+import type { OrtModule } from './ort-session.ts';
+import { checkActivations, type Activations } from './shard-executor.ts';
+
+/** What the head computes locally around the route. */
+export interface HeadRunner {
+  readonly device: string;
+  /** Hidden states [1, ids.length, H] for the given token ids. */
+  embed(ids: readonly number[]): Promise<Activations>;
+  /** Logits [vocab] of the last position of `hidden`. */
+  logits(hidden: Activations): Promise<Float32Array>;
+  dispose(): Promise<void>;
+}
+
+export class OrtHeadRunner implements HeadRunner {
+  constructor(
+    private readonly ort: OrtModule,
+    private readonly embedding: Ort.InferenceSession,
+    private readonly head: Ort.InferenceSession,
+    private readonly hiddenSize: number,
+    private readonly vocabSize: number,
+    private readonly dtype: ActivationDtype,
+    readonly device: string,
+  ) {}
+
+  async embed(ids: readonly number[]): Promise<Activations> {
+    for (const id of ids) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary [0, ${this.vocabSize})`);
+    }
+    const input = new this.ort.Tensor('int64', BigInt64Array.from(ids, (id) => BigInt(id)), [1, ids.length]);
+    const out = (await this.embedding.run({ [EMBED_INPUT_IDS]: input }))[EMBED_OUTPUT];
+    return { dtype: this.dtype, data: out.data as Float32Array | Uint16Array, tokens: ids.length, hiddenSize: this.hiddenSize };
+  }
+
+  async logits(hidden: Activations): Promise<Float32Array> {
+    checkActivations(hidden, this.hiddenSize);
+    const type = this.dtype === 'fp16' ? 'float16' : 'float32';
+    const input = new this.ort.Tensor(type, hidden.data as Float32Array, [1, hidden.tokens, this.hiddenSize]);
+    const out = (await this.head.run({ [HEAD_INPUT]: input }))[HEAD_OUTPUT_LOGITS];
+    return out.data as Float32Array;
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all([this.embedding.release(), this.head.release()]);
+  }
+}

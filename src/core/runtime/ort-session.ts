@@ -1,0 +1,69 @@
+/**
+ * Creating onnxruntime sessions with an execution-provider fallback chain. The `ort` module
+ * (onnxruntime-node or onnxruntime-web, which share onnxruntime-common's API) is injected by
+ * the runtime, so this file imports only types.
+ */
+import type * as Ort from 'onnxruntime-common';
+
+/** The parts of an onnxruntime module meshnet uses. */
+export interface OrtModule {
+  readonly InferenceSession: { create(model: Uint8Array, options?: Ort.InferenceSession.SessionOptions): Promise<Ort.InferenceSession> };
+  readonly Tensor: typeof Ort.Tensor;
+}
+
+/** Name of the packed weights file shard graphs reference as external data. */
+export const WEIGHTS_FILE = 'weights.bin';
+
+export class DeviceUnavailableError extends Error {
+  override readonly name = 'DeviceUnavailableError';
+  constructor(readonly tried: readonly { provider: string; error: string }[]) {
+    super(`no execution provider could run the graph: ${tried.map((t) => `${t.provider} (${t.error})`).join('; ')}`);
+  }
+}
+
+export interface OrtSessionOptions {
+  /** Providers to try in order; the first that creates a session wins. */
+  readonly providers: readonly string[];
+  /** Output names to keep on the device (KV on WebGPU), keyed to 'gpu-buffer'. */
+  readonly gpuOutputs?: readonly string[];
+  readonly intraOpThreads?: number;
+  /** Extra session options per provider (e.g. turning thread spinning off). */
+  readonly extra?: Record<string, unknown>;
+}
+
+export interface CreatedSession {
+  readonly session: Ort.InferenceSession;
+  readonly provider: string;
+}
+
+/**
+ * Create a session from graph bytes and packed weights, trying each provider in turn.
+ * (onnxruntime does not fall back by itself: a missing CUDA makes creation throw.)
+ */
+export async function createOrtSession(
+  ort: OrtModule,
+  graph: Uint8Array,
+  weights: Uint8Array,
+  options: OrtSessionOptions,
+): Promise<CreatedSession> {
+  const tried: { provider: string; error: string }[] = [];
+  for (const provider of options.providers) {
+    const sessionOptions: Ort.InferenceSession.SessionOptions = {
+      executionProviders: [provider],
+      graphOptimizationLevel: 'all',
+      externalData: weights.byteLength > 0 ? [{ path: WEIGHTS_FILE, data: weights }] : undefined,
+      extra: options.extra,
+      logSeverityLevel: 3,
+    };
+    if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
+    if (options.gpuOutputs && options.gpuOutputs.length > 0 && provider === 'webgpu') {
+      sessionOptions.preferredOutputLocation = Object.fromEntries(options.gpuOutputs.map((n) => [n, 'gpu-buffer' as const]));
+    }
+    try {
+      return { session: await ort.InferenceSession.create(graph, sessionOptions), provider };
+    } catch (error) {
+      tried.push({ provider, error: error instanceof Error ? error.message.split('\n')[0] : String(error) });
+    }
+  }
+  throw new DeviceUnavailableError(tried);
+}

@@ -1,0 +1,64 @@
+/**
+ * The ShardExecutor seam: runs one shard graph (a layer range) for one session step.
+ * Implementations: onnxruntime-node (src/node) and onnxruntime-web (src/browser), both built
+ * on the ORT executor in this folder with their runtime's module injected.
+ */
+import type { ActivationDtype } from '../model/shard-graph.ts';
+import type { LayerRange } from '../model/types.ts';
+import type { KvState } from './kv-state.ts';
+
+/** Hidden states of `tokens` consecutive positions: [1, tokens, hiddenSize] row-major. */
+export interface Activations {
+  readonly dtype: ActivationDtype;
+  readonly data: Float32Array | Uint16Array; // Uint16Array holds fp16 bits
+  readonly tokens: number;
+  readonly hiddenSize: number;
+}
+
+export interface ShardStep {
+  readonly sessionId: string;
+  /** Position of the first token in `hidden`; the KV must hold exactly this many positions. */
+  readonly startPosition: number;
+  readonly hidden: Activations;
+}
+
+/** The KV a step needs is not held here (evicted, restarted, replaced): rebuild and retry. */
+export class CacheMissError extends Error {
+  override readonly name = 'CacheMissError';
+  constructor(
+    readonly sessionId: string,
+    readonly held: number,
+    readonly needed: number,
+  ) {
+    super(`cache miss for session ${sessionId}: holds ${held} positions, step starts at ${needed}`);
+  }
+}
+
+export interface ShardExecutor<T = unknown> {
+  readonly range: LayerRange;
+  /** The execution provider actually in use, e.g. 'cpu', 'webgpu', 'wasm', 'cuda'. */
+  readonly device: string;
+  readonly dtype: ActivationDtype;
+  /**
+   * Run the shard over `step.hidden`, appending to `kv`. If `kv` holds more positions than
+   * `step.startPosition` it is truncated first (a rollback); if it holds fewer, the step
+   * throws CacheMissError and `kv` is unchanged.
+   */
+  run(step: ShardStep, kv: KvState<T>, signal?: AbortSignal): Promise<Activations>;
+  /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */
+  readonly kvOps: import('./kv-state.ts').KvTensorOps<T>;
+  dispose(): Promise<void>;
+}
+
+export function activationBytes(a: Activations): number {
+  return a.data.byteLength;
+}
+
+/** Check an activation block's shape against its data; throws RangeError naming the mismatch. */
+export function checkActivations(a: Activations, hiddenSize: number): void {
+  if (a.hiddenSize !== hiddenSize) throw new RangeError(`hidden size ${a.hiddenSize} does not match the shard's ${hiddenSize}`);
+  if (a.tokens < 1) throw new RangeError('an activation block needs at least one token');
+  if (a.data.length !== a.tokens * a.hiddenSize) {
+    throw new RangeError(`activation data holds ${a.data.length} values, expected ${a.tokens} × ${a.hiddenSize}`);
+  }
+}

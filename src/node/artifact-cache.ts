@@ -1,0 +1,64 @@
+/**
+ * On-disk cache of shard artifacts: `<MESHNET_HOME>/artifacts/<modelKey>/<part>/` holds
+ * `graph.onnx` and `manifest.json`. Written to a temporary folder and renamed, so a reader
+ * never sees half an artifact; a manifest that does not match is rebuilt.
+ */
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { Checkpoint } from '../core/model/checkpoint.ts';
+import { ARTIFACT_FORMAT, buildShardArtifact, partName, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
+import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import { meshnetHome } from './meshnet-home.ts';
+
+export interface ArtifactCacheResult {
+  readonly artifact: ShardArtifact;
+  readonly directory: string;
+  /** True when it was read from disk, false when built now. */
+  readonly cached: boolean;
+}
+
+export function artifactDirectory(key: string, part: ShardPart, dtype: ActivationDtype, home = meshnetHome()): string {
+  return path.join(home, 'artifacts', key, partName(part, dtype));
+}
+
+async function readCached(directory: string, key: string): Promise<ShardArtifact | undefined> {
+  try {
+    const manifest = JSON.parse(await readFile(path.join(directory, 'manifest.json'), 'utf8')) as ShardManifest;
+    if (manifest.format !== ARTIFACT_FORMAT || manifest.modelKey !== key) return undefined;
+    const graph = new Uint8Array(await readFile(path.join(directory, 'graph.onnx')));
+    return { manifest, graph };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The artifact of `part`, from the cache or built and stored. */
+export async function getShardArtifact(
+  checkpoint: Checkpoint,
+  key: string,
+  part: ShardPart,
+  dtype: ActivationDtype,
+  home = meshnetHome(),
+): Promise<ArtifactCacheResult> {
+  const directory = artifactDirectory(key, part, dtype, home);
+  const cached = await readCached(directory, key);
+  if (cached) return { artifact: cached, directory, cached: true };
+
+  const artifact = buildShardArtifact(checkpoint.config, checkpoint.tensors, key, part, dtype);
+  const staging = `${directory}.tmp-${randomUUID()}`;
+  await mkdir(staging, { recursive: true });
+  try {
+    await writeFile(path.join(staging, 'graph.onnx'), artifact.graph);
+    await writeFile(path.join(staging, 'manifest.json'), JSON.stringify(artifact.manifest));
+    await rm(directory, { recursive: true, force: true });
+    await rename(staging, directory);
+  } catch (error) {
+    await rm(staging, { recursive: true, force: true });
+    // Another process may have won the race; its artifact is as good as ours.
+    const raced = await readCached(directory, key);
+    if (raced) return { artifact: raced, directory, cached: true };
+    throw error;
+  }
+  return { artifact, directory, cached: false };
+}

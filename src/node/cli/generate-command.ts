@@ -1,0 +1,119 @@
+/**
+ * `meshnet generate`: run a model in one process (complete-model mode), optionally as a
+ * chain of shard graphs (`--split`), and print the generated text or a JSON line.
+ */
+import { parseArgs } from 'node:util';
+import { randomUUID } from 'node:crypto';
+import { validateSamplingParams } from '../../core/sampling/index.ts';
+import { generateLocal } from '../../core/route/local-pipeline.ts';
+import { rangesFromSplit } from '../../core/route/split.ts';
+import { StreamDecoder } from '../../core/model/stream-decoder.ts';
+import { loadLocalPipeline, openLocalModel, openLocalTokenizer } from '../local-model.ts';
+import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } from './args.ts';
+
+export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]
+
+  --model DIR          Hugging Face checkpoint folder
+  --prompt TEXT        prompt, tokenized with the tokenizer's own special-token rule (no chat template)
+  --prompt-ids IDS     prompt token ids, used as given (no BOS added)
+  --max-tokens N       tokens to generate (default 128)
+  --temperature T      0 = greedy (default 1.0)
+  --top-p P            nucleus sampling (default 1)
+  --top-k K            keep the K most likely tokens (default 0 = off)
+  --seed S             RNG seed
+  --split A,B          chain shard graphs [0,A) [A,B) [B,L)
+  --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
+  --dtype fp32|fp16    activation dtype (default fp32)
+  --json               print one JSON line: token_ids, text, finish_reason, device, …`;
+
+export async function generateCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string' },
+      prompt: { type: 'string' },
+      'prompt-ids': { type: 'string' },
+      'max-tokens': { type: 'string' },
+      temperature: { type: 'string' },
+      'top-p': { type: 'string' },
+      'top-k': { type: 'string' },
+      seed: { type: 'string' },
+      split: { type: 'string' },
+      device: { type: 'string' },
+      dtype: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (!values.model) throw new UsageError('--model DIR is required');
+  if ((values.prompt === undefined) === (values['prompt-ids'] === undefined)) {
+    throw new UsageError('give exactly one of --prompt TEXT and --prompt-ids IDS');
+  }
+  const device = parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto');
+  const dtype = parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32');
+
+  const model = await openLocalModel(values.model);
+  const { config } = model.checkpoint;
+  const tokenizer = await openLocalTokenizer(model);
+  const promptIds = parseIntegerList('prompt-ids', values['prompt-ids']) ?? tokenizer.encode(values.prompt!);
+  if (promptIds.length === 0) throw new UsageError('the prompt has no tokens');
+  const maxTokens = parseInteger('max-tokens', values['max-tokens'], 128, 1);
+  if (config.slidingWindow !== undefined && promptIds.length + maxTokens > config.slidingWindow) {
+    throw new UsageError(`prompt + max tokens (${promptIds.length + maxTokens}) exceed the model's sliding window of ${config.slidingWindow}; sliding-window attention is not supported yet`);
+  }
+  if (promptIds.length + maxTokens > config.maxPositionEmbeddings) {
+    throw new UsageError(`prompt + max tokens (${promptIds.length + maxTokens}) exceed the model's context of ${config.maxPositionEmbeddings}`);
+  }
+  const params = validateSamplingParams({
+    temperature: parseNumber('temperature', values.temperature, 1, (n) => n >= 0),
+    topP: parseNumber('top-p', values['top-p'], 1),
+    topK: parseInteger('top-k', values['top-k'], 0),
+    seed: values.seed === undefined ? undefined : parseInteger('seed', values.seed, 0),
+    maxTokens,
+    stopTokenIds: [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])],
+  });
+  const ranges = rangesFromSplit(config.numLayers, parseIntegerList('split', values.split) ?? []);
+
+  const started = performance.now();
+  const pipeline = await loadLocalPipeline(model, { ranges, device, dtype });
+  const loaded = performance.now();
+  const decoder = new StreamDecoder(tokenizer);
+  const tokenIds: number[] = [];
+  let text = '';
+  let finishReason = 'length';
+  try {
+    for await (const event of generateLocal(pipeline, promptIds, params, randomUUID())) {
+      if (event.finishReason === 'stop') {
+        finishReason = 'stop';
+        break;
+      }
+      tokenIds.push(event.tokenId);
+      const delta = decoder.push(event.tokenId);
+      text += delta;
+      if (!values.json) process.stdout.write(delta);
+    }
+    const rest = decoder.flush();
+    text += rest;
+    if (!values.json) process.stdout.write(rest + '\n');
+  } finally {
+    await pipeline.dispose();
+  }
+  const finished = performance.now();
+  const device0 = pipeline.devices[0];
+  process.stderr.write(`meshnet: ${tokenIds.length} tokens on ${device0} (${ranges.length} shard${ranges.length > 1 ? 's' : ''}), load ${(loaded - started).toFixed(0)} ms, generate ${(finished - loaded).toFixed(0)} ms\n`);
+  if (values.json) {
+    const result = {
+      token_ids: tokenIds,
+      text,
+      finish_reason: finishReason,
+      device: device0,
+      devices: pipeline.devices,
+      prompt_ids: promptIds,
+      ranges: ranges.map((r) => [r.start, r.end]),
+      dtype,
+      generate_ms: Math.round(finished - loaded),
+    };
+    process.stdout.write(JSON.stringify(result) + '\n');
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * A model folder opened on this machine: its checkpoint, cache key and tokenizer, and the
+ * in-process pipeline (complete-model mode) built from its cached shard artifacts.
+ */
+import path from 'node:path';
+import { openCheckpoint, type Checkpoint } from '../core/model/checkpoint.ts';
+import { modelKey } from '../core/model/model-key.ts';
+import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import type { TextTokenizer } from '../core/model/tokenizer.ts';
+import type { LayerRange } from '../core/model/types.ts';
+import { KvStore } from '../core/runtime/kv-store.ts';
+import { loadHeadRunner, loadShardExecutor } from '../core/runtime/ort-loader.ts';
+import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
+import { getShardArtifact } from './artifact-cache.ts';
+import { createFileByteSource } from './file-byte-source.ts';
+import { nodeLoaderOptions } from './ort-node-runtime.ts';
+import { loadTokenizer } from './tokenizer-files.ts';
+
+export interface LocalModel {
+  readonly directory: string;
+  readonly checkpoint: Checkpoint;
+  readonly key: string;
+}
+
+export async function openLocalModel(directory: string): Promise<LocalModel> {
+  const resolved = path.resolve(directory);
+  const checkpoint = await openCheckpoint(createFileByteSource(resolved));
+  return { directory: resolved, checkpoint, key: modelKey(checkpoint) };
+}
+
+export async function openLocalTokenizer(model: LocalModel, chatTemplateFile?: string): Promise<TextTokenizer> {
+  return loadTokenizer(model.directory, { chatTemplateFile });
+}
+
+export interface PipelineOptions {
+  readonly ranges: readonly LayerRange[];
+  readonly device: string;
+  readonly dtype: ActivationDtype;
+  readonly threads?: number;
+  /** KV budget per stage, bytes. */
+  readonly kvBudgetBytes?: number;
+}
+
+export interface LoadedPipeline extends LocalPipeline {
+  /** The execution provider each stage runs on, and the head's. */
+  readonly devices: readonly string[];
+  dispose(): Promise<void>;
+}
+
+export async function loadLocalPipeline(model: LocalModel, options: PipelineOptions): Promise<LoadedPipeline> {
+  const { checkpoint, key } = model;
+  const loader = await nodeLoaderOptions(options);
+  const embedding = await getShardArtifact(checkpoint, key, { kind: 'embedding' }, options.dtype);
+  const headArtifact = await getShardArtifact(checkpoint, key, { kind: 'head' }, options.dtype);
+  const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, loader);
+  const stages: PipelineStage[] = [];
+  for (const range of options.ranges) {
+    const { artifact } = await getShardArtifact(checkpoint, key, { kind: 'layers', range }, options.dtype);
+    const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
+    stages.push({ executor, kv: new KvStore(executor.kvOps, options.kvBudgetBytes ?? Number.MAX_SAFE_INTEGER) } as PipelineStage);
+  }
+  return {
+    head,
+    stages,
+    vocabSize: checkpoint.config.vocabSize,
+    devices: [...stages.map((s) => s.executor.device), head.device],
+    async dispose() {
+      for (const stage of stages) {
+        stage.kv.clear();
+        await stage.executor.dispose();
+      }
+      await head.dispose();
+    },
+  };
+}
