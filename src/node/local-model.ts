@@ -9,7 +9,7 @@ import type { ActivationDtype } from '../core/model/shard-graph.ts';
 import type { TextTokenizer } from '../core/model/tokenizer.ts';
 import type { LayerRange } from '../core/model/types.ts';
 import { KvStore } from '../core/runtime/kv-store.ts';
-import { loadHeadRunner, loadShardExecutor } from '../core/runtime/ort-loader.ts';
+import { loadHeadRunner, loadShardExecutor, type OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
 import { getShardArtifact } from './artifact-cache.ts';
 import { createFileByteSource } from './file-byte-source.ts';
@@ -39,6 +39,8 @@ export interface PipelineOptions {
   readonly threads?: number;
   /** KV budget per stage, bytes. */
   readonly kvBudgetBytes?: number;
+  /** onnxruntime module and providers to use instead of the Node table (e.g. the browser peer's). */
+  readonly loader?: OrtLoaderOptions;
 }
 
 export interface LoadedPipeline extends LocalPipeline {
@@ -49,7 +51,7 @@ export interface LoadedPipeline extends LocalPipeline {
 
 export async function loadLocalPipeline(model: LocalModel, options: PipelineOptions): Promise<LoadedPipeline> {
   const { checkpoint, key } = model;
-  const loader = await nodeLoaderOptions(options);
+  const loader = options.loader ?? (await nodeLoaderOptions(options));
   const embedding = await getShardArtifact(checkpoint, key, { kind: 'embedding' }, options.dtype);
   const headArtifact = await getShardArtifact(checkpoint, key, { kind: 'head' }, options.dtype);
   const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, loader);
