@@ -1,0 +1,33 @@
+/**
+ * Session ids on the wire: a canonical lowercase UUID string in memory, its 16 raw bytes in
+ * a frame header (in the order the hex digits are written).
+ */
+import { FRAME_SESSION_ID_BYTES } from '../../shared/frame-layout.ts';
+import { ProtocolError } from '../../shared/protocol-error.ts';
+import { isSessionId } from '../../shared/protocol.ts';
+
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
+/** Byte indexes after which the canonical form has a hyphen (8-4-4-4-12 hex digits). */
+const HYPHEN_AFTER = new Set([3, 5, 7, 9]);
+
+/**
+ * Write `sessionId`'s 16 bytes into `out` at `offset`. Throws `ProtocolError('bad_frame')`
+ * unless it is a canonical lowercase UUID (the only form that decodes back to itself).
+ */
+export function writeSessionId(sessionId: string, out: Uint8Array, offset: number): void {
+  if (!isSessionId(sessionId)) {
+    throw new ProtocolError('bad_frame', `session id '${String(sessionId).slice(0, 64)}' is not a lowercase UUID`);
+  }
+  const hex = sessionId.replaceAll('-', '');
+  for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) out[offset + i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+}
+
+/** Read 16 bytes at `offset` as a canonical lowercase UUID string. Any 16 bytes are valid. */
+export function readSessionId(bytes: Uint8Array, offset: number): string {
+  let id = '';
+  for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) {
+    id += HEX[bytes[offset + i]];
+    if (HYPHEN_AFTER.has(i)) id += '-';
+  }
+  return id;
+}

@@ -1,0 +1,241 @@
+/**
+ * Control messages: JSON text frames between the head and its peers, a tagged union on
+ * `kind`. Any message may carry a correlation id `id`; a response copies its request's `id`
+ * (hello → welcome, assign → ready, release → released, ping → pong, or error). Messages
+ * without `id` are unprompted (stats, errors a peer reports on its own).
+ *
+ * Errors cross the wire as data (`{ kind: 'error', code, message }`) and are rebuilt into a
+ * `ProtocolError` on arrival (`errorFromControlMessage` in `control-errors.ts`).
+ */
+import { FieldReader, isPlainObject } from './control-fields.ts';
+import { ProtocolError } from './protocol-error.ts';
+import { isErrorCode, type ErrorCode, type LayerRange, type ProtocolVersion, type WireDtype } from './protocol.ts';
+
+/** Longest control message text accepted, in UTF-16 code units. */
+export const MAX_CONTROL_MESSAGE_CHARS = 64 * 1024;
+const PEER_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+interface Correlated {
+  /** Correlation id: a response carries its request's id. At most 128 characters. */
+  readonly id?: string;
+}
+
+/** A WebGPU adapter as `GPUAdapterInfo` reports it (browser peers and Node WebGPU). */
+export interface AdapterInfo {
+  readonly vendor: string;
+  readonly architecture: string;
+  readonly isFallbackAdapter: boolean;
+}
+
+/** The model facts a peer needs to check the artifact it loads. All positive integers. */
+export interface ShardConfigSummary {
+  readonly architecture: string; // e.g. 'LlamaForCausalLM'
+  readonly numLayers: number;
+  readonly hiddenSize: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly vocabSize: number;
+}
+
+/** Peer → head, first message. A different protocol major is refused with `version_mismatch`. */
+export interface HelloMessage extends Correlated {
+  readonly kind: 'hello';
+  readonly protocol: ProtocolVersion;
+  readonly runtime: 'node' | 'browser';
+  readonly executionProvider: string; // e.g. 'cuda', 'webgpu', 'wasm', 'cpu'
+  readonly memoryBudgetBytes: number;
+  readonly joinToken?: string;
+  /** `ws://` or `wss://` URL the peer accepts direct links on; absent: relay only. */
+  readonly listenUrl?: string;
+  readonly peerId: string;
+  readonly adapter?: AdapterInfo;
+}
+/** Head → peer: the hello was accepted under `peerId`. */
+export interface WelcomeMessage extends Correlated {
+  readonly kind: 'welcome';
+  readonly peerId: string;
+  readonly protocol: ProtocolVersion;
+}
+/** Head → peer: load layers `range` of `model`; answered by `ready` or `error`. */
+export interface AssignMessage extends Correlated {
+  readonly kind: 'assign';
+  readonly modelKey: string;
+  readonly model: string;
+  readonly range: LayerRange; // [start, end), end ≤ config.numLayers
+  readonly dtype: WireDtype;
+  /** Where to fetch the shard artifact: absolute URL or a path on the head's origin. */
+  readonly artifactUrl: string;
+  readonly config: ShardConfigSummary;
+}
+/** Peer → head: `range` of `modelKey` is loaded and runs on `device`. */
+export interface ReadyMessage extends Correlated {
+  readonly kind: 'ready';
+  readonly modelKey: string;
+  readonly range: LayerRange;
+  readonly loadMs: number;
+  readonly device: string;
+}
+/** Head → peer: free every KV entry of `sessionId`; answered by `released`. */
+export interface ReleaseMessage extends Correlated {
+  readonly kind: 'release';
+  readonly sessionId: string;
+}
+export interface ReleasedMessage extends Correlated {
+  readonly kind: 'released';
+  readonly sessionId: string;
+  /** KV entries freed (one per range that held the session); 0 if it held none. */
+  readonly freedEntries: number;
+}
+/** Either direction: a refused or failed request, or an unprompted failure. */
+export interface ErrorMessage extends Correlated {
+  readonly kind: 'error';
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly sessionId?: string;
+  /** The activation frame's request id (u32) this error answers. */
+  readonly requestId?: number;
+}
+/** Peer → head, unprompted or in answer to a ping: KV and work counters. */
+export interface StatsMessage extends Correlated {
+  readonly kind: 'stats';
+  readonly kvEntries: number;
+  readonly kvBytes: number;
+  readonly kvBudgetBytes: number;
+  readonly tokensServed: number;
+  readonly framesServed: number;
+}
+/** Liveness; `t` is the sender's clock in milliseconds, echoed by `pong`. */
+export interface PingMessage extends Correlated {
+  readonly kind: 'ping';
+  readonly t: number;
+}
+export interface PongMessage extends Correlated {
+  readonly kind: 'pong';
+  readonly t: number;
+}
+
+export type ControlMessage =
+  | HelloMessage
+  | WelcomeMessage
+  | AssignMessage
+  | ReadyMessage
+  | ReleaseMessage
+  | ReleasedMessage
+  | ErrorMessage
+  | StatsMessage
+  | PingMessage
+  | PongMessage;
+export type ControlKind = ControlMessage['kind'];
+
+type Reader = (r: FieldReader) => Omit<ControlMessage, 'kind' | 'id'>;
+
+const readers: Record<ControlKind, Reader> = {
+  hello: (r) => ({
+    protocol: r.version('protocol'),
+    runtime: r.oneOf('runtime', ['node', 'browser'] as const),
+    executionProvider: r.string('executionProvider', { maxChars: 64 }),
+    memoryBudgetBytes: r.integer('memoryBudgetBytes'),
+    joinToken: r.optional('joinToken', (f) => r.string(f, { maxChars: 512 })),
+    listenUrl: r.optional('listenUrl', (f) => r.string(f, { pattern: /^wss?:\/\/[^\s/?#]+[^\s]*$/ })),
+    peerId: r.string('peerId', { pattern: PEER_ID }),
+    adapter: r.optional('adapter', (f) => {
+      const a = r.object(f);
+      const vendor = a.string('vendor', { allowEmpty: true, maxChars: 256 });
+      const architecture = a.string('architecture', { allowEmpty: true, maxChars: 256 });
+      return { vendor, architecture, isFallbackAdapter: a.boolean('isFallbackAdapter') };
+    }),
+  }),
+  welcome: (r) => ({ peerId: r.string('peerId', { pattern: PEER_ID }), protocol: r.version('protocol') }),
+  assign: (r) => {
+    const c = r.object('config');
+    const config: ShardConfigSummary = {
+      architecture: c.string('architecture', { maxChars: 128 }),
+      numLayers: c.integer('numLayers', 1),
+      hiddenSize: c.integer('hiddenSize', 1),
+      numHeads: c.integer('numHeads', 1),
+      numKvHeads: c.integer('numKvHeads', 1),
+      headDim: c.integer('headDim', 1),
+      vocabSize: c.integer('vocabSize', 1),
+    };
+    const range = r.range('range');
+    if (range.end > config.numLayers) {
+      r.fail('range', `a range within [0, config.numLayers = ${config.numLayers})`, `end ${range.end}`);
+    }
+    const dtype = r.oneOf('dtype', ['fp32', 'fp16'] as const);
+    const modelKey = r.string('modelKey', { maxChars: 256 });
+    return { modelKey, model: r.string('model', { maxChars: 512 }), range, dtype, artifactUrl: r.string('artifactUrl'), config };
+  },
+  ready: (r) => ({
+    modelKey: r.string('modelKey', { maxChars: 256 }),
+    range: r.range('range'),
+    loadMs: r.number('loadMs'),
+    device: r.string('device', { maxChars: 64 }),
+  }),
+  release: (r) => ({ sessionId: r.sessionId('sessionId') }),
+  released: (r) => ({ sessionId: r.sessionId('sessionId'), freedEntries: r.integer('freedEntries') }),
+  error: (r) => {
+    // A newer minor version may add codes: an unknown one still arrives, as 'internal'.
+    const raw = r.string('code', { maxChars: 64, pattern: /^[a-z_]+$/ });
+    const message = r.string('message', { allowEmpty: true, maxChars: 4096 });
+    return {
+      code: isErrorCode(raw) ? raw : 'internal',
+      message: isErrorCode(raw) ? message : `[${raw}] ${message}`,
+      sessionId: r.optional('sessionId', (f) => r.sessionId(f)),
+      requestId: r.optional('requestId', (f) => r.integer(f, 0, 0xffffffff)),
+    };
+  },
+  stats: (r) => ({
+    kvEntries: r.integer('kvEntries'),
+    kvBytes: r.integer('kvBytes'),
+    kvBudgetBytes: r.integer('kvBudgetBytes'),
+    tokensServed: r.integer('tokensServed'),
+    framesServed: r.integer('framesServed'),
+  }),
+  ping: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
+  pong: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
+};
+
+/**
+ * Parse and validate one control message. Known fields are checked strictly (type, range,
+ * length); fields this version does not know are dropped, so a newer minor version may add
+ * optional ones. Throws `ProtocolError`: 'protocol_error' for bad JSON, an oversized text or
+ * a missing/wrong-typed field (the message names it), 'unknown_kind' for an unknown `kind`.
+ * The result is a fresh object holding only known fields; optional fields that are absent
+ * are absent (never present-but-undefined).
+ */
+export function parseControlMessage(text: string): ControlMessage {
+  if (text.length > MAX_CONTROL_MESSAGE_CHARS) {
+    const problem = `control message is ${text.length} characters, over the ${MAX_CONTROL_MESSAGE_CHARS} limit`;
+    throw new ProtocolError('protocol_error', problem);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new ProtocolError('protocol_error', `control message is not valid JSON: ${(error as Error).message}`);
+  }
+  if (!isPlainObject(json)) throw new ProtocolError('protocol_error', 'control message must be a JSON object');
+  const kind = json.kind;
+  if (typeof kind !== 'string') throw new ProtocolError('protocol_error', "control message field 'kind' must be a string");
+  if (!Object.hasOwn(readers, kind)) {
+    throw new ProtocolError('unknown_kind', `unknown control message kind '${kind.slice(0, 64)}'`);
+  }
+  const r = new FieldReader(kind, json);
+  const id = r.optional('id', (f) => r.string(f, { maxChars: 128 }));
+  const fields = readers[kind as ControlKind](r);
+  const message: Record<string, unknown> = { kind };
+  if (id !== undefined) message.id = id;
+  for (const [key, value] of Object.entries(fields)) if (value !== undefined) message[key] = value;
+  return message as unknown as ControlMessage;
+}
+
+/**
+ * JSON text for `message`. Validates by parsing the text back, so a message the other side
+ * would refuse (NaN, a bad range, an unknown kind) throws `ProtocolError` here, at the sender.
+ */
+export function serializeControlMessage(message: ControlMessage): string {
+  const text = JSON.stringify(message);
+  parseControlMessage(text);
+  return text;
+}

@@ -1,0 +1,78 @@
+/**
+ * Protocol constants shared by the head, Node peers and browser peers: the protocol version,
+ * the error codes that cross the wire, and the layer-range and session-id shapes both
+ * control messages and activation frames carry. Pure data; imports nothing.
+ */
+
+/**
+ * The wire protocol version, sent in `hello`/`welcome` and in every activation frame header.
+ * Same `major` means compatible: a newer `minor` may add optional control-message fields or
+ * new error codes, never change the frame header. A different `major` is refused with
+ * `version_mismatch`.
+ */
+export const PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+
+export interface ProtocolVersion {
+  readonly major: number;
+  readonly minor: number;
+}
+
+/** True when a peer speaking `other` can talk to this build (same major version). */
+export function isCompatibleVersion(other: ProtocolVersion): boolean {
+  return other.major === PROTOCOL_VERSION.major;
+}
+
+/**
+ * Every error code that crosses the wire, with what it means. The keys are the codes;
+ * `ErrorCode` is their union. Errors travel as data (`{ kind: 'error', code, message }`) and
+ * are rebuilt into a `ProtocolError` on arrival; the HTTP edge maps codes once.
+ */
+export const ERROR_CODES = {
+  protocol_error: 'a control message is malformed, has a wrong-typed field, or arrived out of order',
+  bad_frame: 'an activation frame header is malformed (length, magic, dtype, shape, layer range)',
+  unknown_session: 'the session id is not known to the receiver',
+  cache_miss: 'the hop no longer holds the KV the step needs; replay its inputs as a prefill',
+  wrong_payload_size: 'the activation payload length does not match the header or the buffer',
+  version_mismatch: 'the other side speaks a different protocol major version',
+  nan_activations: 'activations hold NaN or infinite values',
+  unauthorized: 'the join token is missing or wrong',
+  not_ready: 'the peer has not finished loading the requested layer range',
+  internal: 'an unexpected failure on the other side; the message says what',
+  cancelled: 'the request was cancelled before it finished',
+  route_unavailable: 'no peer (or head) can serve a layer range the route needs',
+  unknown_kind: 'a control message or frame kind the receiver does not know',
+} as const satisfies Record<string, string>;
+
+/** A wire error code: one of the keys of `ERROR_CODES`. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Type guard for values read off the wire. */
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
+
+/**
+ * Half-open layer range on the wire: layers `start, …, end - 1`; `0 ≤ start < end ≤ 65535`
+ * (the frame header stores both as u16). Structurally the same as core's `LayerRange`.
+ */
+export interface LayerRange {
+  readonly start: number;
+  readonly end: number; // exclusive
+}
+
+/** Largest layer index (and exclusive end) a frame header can carry. */
+export const MAX_LAYER_INDEX = 0xffff;
+
+/**
+ * Session ids are UUID strings in canonical lowercase form (what `crypto.randomUUID()`
+ * returns), e.g. `1b4e28ba-2fa1-41d2-883f-0016d3cca427`. Frames carry the 16 raw bytes, so
+ * only this form round-trips exactly; uppercase is refused rather than silently changed.
+ */
+export const SESSION_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function isSessionId(value: unknown): value is string {
+  return typeof value === 'string' && SESSION_ID_PATTERN.test(value);
+}
+
+/** Activation element types on the wire (same names as core's `ActivationDtype`). */
+export type WireDtype = 'fp32' | 'fp16';
