@@ -1,0 +1,188 @@
+/**
+ * ShardPeer: what every peer runs, whatever its runtime or link. It holds one executor per
+ * assigned layer range (a peer may hold several), one KvStore for all of them (the memory
+ * budget and LRU eviction), and answers activation frames and control messages. Nothing a
+ * sender puts in a frame or message can reach another session's state: refusals come back
+ * as typed errors and the peer keeps serving.
+ */
+import { errorToControlMessage } from '../../shared/control-errors.ts';
+import type { AssignMessage, ControlMessage, ErrorMessage } from '../../shared/control.ts';
+import { ProtocolError } from '../../shared/protocol-error.ts';
+import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
+import { assertFiniteActivations } from '../frames/finite-activations.ts';
+import type { LayerRange } from '../model/types.ts';
+import { KvStore } from '../runtime/kv-store.ts';
+import { CacheMissError, type ShardExecutor } from '../runtime/shard-executor.ts';
+
+/** Loads the executor for an assigned range (from the head over HTTP, or a local checkpoint). */
+export interface ShardLoader {
+  load(assign: AssignMessage): Promise<ShardExecutor>;
+}
+
+/** The answer to a frame: a result frame, or an error message carrying its request id. */
+export type FrameReply = { readonly frame: Uint8Array } | { readonly error: ErrorMessage };
+
+export interface ShardPeerOptions {
+  readonly loader: ShardLoader;
+  readonly kvBudgetBytes: number;
+  /** Called after each served frame (telemetry). */
+  readonly onServed?: (frame: ActivationFrame, ms: number) => void;
+}
+
+const rangeKey = (r: LayerRange) => `${r.start}:${r.end}`;
+/** How many released session ids a peer remembers, to tell `unknown_session` from a cache miss. */
+const RELEASED_MEMORY = 4096;
+
+export class ShardPeer {
+  private readonly executors = new Map<string, ShardExecutor>();
+  private readonly loading = new Map<string, Promise<ShardExecutor>>();
+  private store: KvStore<unknown> | undefined;
+  private readonly released = new Set<string>();
+  private tokensServed = 0;
+  private framesServed = 0;
+
+  constructor(private readonly options: ShardPeerOptions) {}
+
+  /** Ranges loaded and ready. */
+  get ranges(): LayerRange[] {
+    return [...this.executors.values()].map((e) => e.range);
+  }
+
+  get devices(): string[] {
+    return [...this.executors.values()].map((e) => e.device);
+  }
+
+  /** KV entries held (0 when every session was released). */
+  get kvEntries(): number {
+    return this.store?.stats().entries ?? 0;
+  }
+
+  /** Evict every session's KV (tests use this to force cache misses). */
+  evictAll(): void {
+    this.store?.clear();
+  }
+
+  /** Answer one binary activation frame. Never throws: failures become error replies. */
+  async handleFrame(bytes: Uint8Array): Promise<FrameReply> {
+    let frame: ActivationFrame | undefined;
+    try {
+      frame = decodeFrame(bytes);
+      if (frame.kind === 'result') throw new ProtocolError('bad_frame', 'a peer does not accept result frames', this.context(frame));
+      assertFiniteActivations(frame.activations, this.context(frame));
+      const started = Date.now();
+      const result = await this.run(frame);
+      this.framesServed++;
+      this.tokensServed += frame.activations.tokens;
+      this.options.onServed?.(frame, Date.now() - started);
+      return { frame: encodeFrame({ ...frame, kind: 'result', activations: result }) };
+    } catch (error) {
+      return { error: errorToControlMessage(toWireError(error), frame ? this.context(frame) : { requestId: peekRequestId(bytes) }) };
+    }
+  }
+
+  /** Answer one control message addressed to this peer (assign, release, ping, stats). */
+  async handleControl(message: ControlMessage): Promise<ControlMessage> {
+    const id = message.id;
+    try {
+      switch (message.kind) {
+        case 'assign': {
+          const started = Date.now();
+          const executor = await this.ensureRange(message);
+          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Date.now() - started, device: executor.device };
+        }
+        case 'release': {
+          const freedEntries = this.store?.release(message.sessionId) ?? 0;
+          this.remember(message.sessionId);
+          return { kind: 'released', id, sessionId: message.sessionId, freedEntries };
+        }
+        case 'ping':
+          return { kind: 'pong', id, t: message.t };
+        case 'stats':
+          return this.stats(id);
+        default:
+          throw new ProtocolError('unknown_kind', `a peer does not answer '${message.kind}' messages`);
+      }
+    } catch (error) {
+      return errorToControlMessage(toWireError(error), { id });
+    }
+  }
+
+  stats(id?: string): ControlMessage {
+    const s = this.store?.stats();
+    return {
+      kind: 'stats',
+      ...(id !== undefined && { id }),
+      kvEntries: s?.entries ?? 0,
+      kvBytes: s?.bytes ?? 0,
+      kvBudgetBytes: this.options.kvBudgetBytes,
+      tokensServed: this.tokensServed,
+      framesServed: this.framesServed,
+    };
+  }
+
+  async dispose(): Promise<void> {
+    this.store?.clear();
+    const executors = [...this.executors.values()];
+    this.executors.clear();
+    await Promise.all(executors.map((e) => e.dispose()));
+  }
+
+  private async ensureRange(assign: AssignMessage): Promise<ShardExecutor> {
+    const key = rangeKey(assign.range);
+    const ready = this.executors.get(key);
+    if (ready) return ready;
+    let pending = this.loading.get(key);
+    if (!pending) {
+      pending = this.options.loader.load(assign);
+      this.loading.set(key, pending);
+    }
+    try {
+      const executor = await pending;
+      this.executors.set(key, executor);
+      this.store ??= new KvStore(executor.kvOps as never, this.options.kvBudgetBytes);
+      return executor;
+    } finally {
+      this.loading.delete(key);
+    }
+  }
+
+  private async run(frame: ActivationFrame) {
+    const context = this.context(frame);
+    const executor = this.executors.get(rangeKey(frame.range));
+    if (!executor || !this.store) {
+      throw new ProtocolError('not_ready', `layers [${frame.range.start}, ${frame.range.end}) are not loaded on this peer`, context);
+    }
+    if (this.released.has(frame.sessionId)) {
+      throw new ProtocolError('unknown_session', `session ${frame.sessionId} was released on this peer`, context);
+    }
+    // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
+    const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
+    if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
+    try {
+      return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);
+    } finally {
+      this.store.enforceBudget(kv);
+    }
+  }
+
+  private remember(sessionId: string): void {
+    this.released.add(sessionId);
+    if (this.released.size > RELEASED_MEMORY) this.released.delete(this.released.values().next().value!);
+  }
+
+  private context(frame: ActivationFrame) {
+    return { sessionId: frame.sessionId, requestId: frame.requestId };
+  }
+}
+
+function toWireError(error: unknown): unknown {
+  if (error instanceof CacheMissError) return new ProtocolError('cache_miss', error.message, { sessionId: error.sessionId });
+  if (error instanceof RangeError) return new ProtocolError('wrong_payload_size', error.message);
+  return error;
+}
+
+/** The request id of a frame too malformed to decode, if its header gets that far. */
+function peekRequestId(bytes: Uint8Array): number | undefined {
+  if (bytes.byteLength < 12) return undefined;
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(8, true);
+}

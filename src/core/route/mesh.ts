@@ -1,0 +1,185 @@
+/**
+ * Mesh: the head's view of the peers serving its model, and the RouteProvider that Route
+ * Sessions draw hops from. Routes come from the pure planner over the peers that are up;
+ * a range is loaded on a peer on demand (`assign` → `ready`) and remembered. A peer whose
+ * link closes leaves the mesh. Each lease handed out is a LeasedLink over the peer's link.
+ */
+import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
+import type { WireDtype } from '../../shared/protocol.ts';
+import type { LayerRange } from '../model/types.ts';
+import { LeasedLink } from '../runtime/leased-link.ts';
+import type { PeerLink } from '../runtime/peer-link.ts';
+import { HEAD_PEER_ID, planRoute, replacementFor, type PeerInfo, type PlanOptions, type RoutePlan } from './plan-route.ts';
+import { PlanError } from './plan-error.ts';
+import { RouteUnavailableError } from './route-errors.ts';
+import type { HopLease, RouteProvider } from './route-types.ts';
+
+export interface MeshModel {
+  readonly modelKey: string;
+  readonly name: string;
+  readonly config: ShardConfigSummary;
+  readonly dtype: WireDtype;
+  readonly bytesPerLayer: number;
+  /** Where a peer fetches the artifact of a range (a path on the head's origin or a URL). */
+  artifactUrl(range: LayerRange): string;
+}
+
+export interface MeshPeerInit {
+  readonly id: string;
+  readonly runtime: 'node' | 'browser' | 'head';
+  readonly executionProvider: string;
+  readonly memoryBudgetBytes: number;
+  /** The link frames travel on (direct when the peer listens, else relay). */
+  readonly link: PeerLink;
+  readonly listenUrl?: string;
+}
+
+export interface MeshPeer extends MeshPeerInit {
+  readonly joinedAt: number;
+  readonly ranges: LayerRange[]; // loaded and ready
+  device?: string;
+}
+
+const key = (r: LayerRange) => `${r.start}:${r.end}`;
+
+export class Mesh implements RouteProvider {
+  private readonly members = new Map<string, MeshPeer>();
+  private readonly loading = new Map<string, Promise<void>>();
+  private readonly listeners = new Set<() => void>();
+
+  constructor(
+    readonly model: MeshModel,
+    private readonly options: PlanOptions,
+  ) {}
+
+  /** Add a peer (or the head, id 'head'). It leaves when its link closes. */
+  addPeer(init: MeshPeerInit): MeshPeer {
+    const peer: MeshPeer = { ...init, joinedAt: Date.now(), ranges: [] };
+    this.members.get(init.id)?.link.close('replaced by a new connection');
+    this.members.set(init.id, peer);
+    void init.link.closed.then(() => {
+      if (this.members.get(init.id) === peer) this.removePeer(init.id);
+    });
+    this.changed();
+    return peer;
+  }
+
+  removePeer(id: string): void {
+    const peer = this.members.get(id);
+    if (!peer) return;
+    this.members.delete(id);
+    void peer.link.close('removed from the mesh');
+    this.changed();
+  }
+
+  get peers(): readonly MeshPeer[] {
+    return [...this.members.values()];
+  }
+
+  /** Non-head peers that joined. */
+  get remotePeerCount(): number {
+    return this.peers.filter((p) => p.id !== HEAD_PEER_ID).length;
+  }
+
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The current plan over the peers that are up (throws RouteUnavailableError). */
+  plan(): RoutePlan {
+    try {
+      return planRoute(this.planModel(), this.peerInfos(), this.planOptions());
+    } catch (error) {
+      if (error instanceof PlanError) throw new RouteUnavailableError(error.reason);
+      throw error;
+    }
+  }
+
+  async route(signal?: AbortSignal): Promise<HopLease[]> {
+    const plan = this.plan();
+    await Promise.all(plan.hops.map((hop) => this.ensureLoaded(this.member(hop.peerId), hop.range, signal)));
+    return plan.hops.map((hop) => this.lease(hop.peerId, hop.range));
+  }
+
+  async replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined> {
+    const plan = (() => {
+      try {
+        return this.plan();
+      } catch {
+        return undefined;
+      }
+    })();
+    const peerId = replacementFor(range, this.peerInfos(), banned, { ...this.planOptions(), model: this.planModel(), plan });
+    if (!peerId || !this.members.has(peerId)) return undefined;
+    await this.ensureLoaded(this.member(peerId), range, signal);
+    return this.lease(peerId, range);
+  }
+
+  /** Load `range` on `peer` unless it already holds it. */
+  async ensureLoaded(peer: MeshPeer, range: LayerRange, signal?: AbortSignal): Promise<void> {
+    if (peer.ranges.some((r) => key(r) === key(range))) return;
+    const loadKey = `${peer.id}@${key(range)}`;
+    let pending = this.loading.get(loadKey);
+    if (!pending) {
+      pending = this.load(peer, range, signal).finally(() => this.loading.delete(loadKey));
+      this.loading.set(loadKey, pending);
+    }
+    await pending;
+  }
+
+  private async load(peer: MeshPeer, range: LayerRange, signal?: AbortSignal): Promise<void> {
+    const assign: AssignMessage = {
+      kind: 'assign',
+      modelKey: this.model.modelKey,
+      model: this.model.name,
+      range,
+      dtype: this.model.dtype,
+      artifactUrl: this.model.artifactUrl(range),
+      config: this.model.config,
+    };
+    const answer = await peer.link.control(assign, signal);
+    if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
+    peer.ranges.push(range);
+    peer.device = answer.device;
+    this.changed();
+  }
+
+  private lease(peerId: string, range: LayerRange): HopLease {
+    return { peerId, range, link: new LeasedLink(this.member(peerId).link) };
+  }
+
+  private member(id: string): MeshPeer {
+    const peer = this.members.get(id);
+    if (!peer) throw new RouteUnavailableError(`peer ${id} left the mesh`);
+    return peer;
+  }
+
+  private planModel() {
+    return { numLayers: this.model.config.numLayers, bytesPerLayer: this.model.bytesPerLayer };
+  }
+
+  private planOptions(): PlanOptions {
+    const head = this.members.get(HEAD_PEER_ID);
+    if (!head) return { ...this.options, headLayers: 'none' };
+    return { ...this.options, headBudgetBytes: this.options.headBudgetBytes ?? head.memoryBudgetBytes };
+  }
+
+  private peerInfos(): PeerInfo[] {
+    return this.peers
+      .filter((p) => p.id !== HEAD_PEER_ID)
+      .map((p) => ({ id: p.id, memoryBudgetBytes: p.memoryBudgetBytes, runtime: p.runtime === 'browser' ? 'browser' : 'node' }));
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+}
+
+/** Approximate bytes of one decoder layer's weights in the activation dtype (for planning). */
+export function bytesPerLayer(config: ShardConfigSummary & { intermediateSize: number }, dtype: WireDtype): number {
+  const { hiddenSize: h, numHeads, numKvHeads, headDim, intermediateSize } = config;
+  const attention = h * headDim * (2 * numHeads + 2 * numKvHeads);
+  const mlp = 3 * h * intermediateSize;
+  return (attention + mlp + 2 * h) * (dtype === 'fp16' ? 2 : 4);
+}

@@ -1,0 +1,87 @@
+/**
+ * What a Route Session needs from the mesh (RouteProvider), and what it reports
+ * (events, telemetry). Plain data, shared with the HTTP edge and the dashboard.
+ */
+import type { LayerRange } from '../model/types.ts';
+import type { PeerLink } from '../runtime/peer-link.ts';
+import type { FinishReason, TokenLogprob } from '../sampling/index.ts';
+
+/** One hop a session may use: a peer holding `range`, reached through `link`. */
+export interface HopLease {
+  readonly peerId: string;
+  readonly range: LayerRange;
+  /** The session's own link to the peer; the session closes it when it is done. */
+  readonly link: PeerLink;
+}
+
+/**
+ * The mesh as a Route Session sees it. `route()` gives hops covering [0, numLayers) in
+ * order, every range already loaded; `replace()` gives another peer for a lost hop's range
+ * (loading it on demand), or undefined when none can take it.
+ */
+export interface RouteProvider {
+  route(signal?: AbortSignal): Promise<HopLease[]>;
+  replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined>;
+}
+
+export type RepairKind = 'cache_miss' | 'replaced';
+
+export interface RepairRecord {
+  readonly kind: RepairKind;
+  readonly hop: number;
+  readonly range: LayerRange;
+  readonly peerId: string; // the peer that served the hop after the repair
+  readonly lostPeerId?: string; // for 'replaced'
+  readonly position: number; // positions replayed
+  readonly reason: string;
+}
+
+export interface HopTelemetry {
+  peerId: string;
+  readonly range: LayerRange;
+  frames: number;
+  tokens: number;
+  totalMs: number;
+  lastMs: number;
+  /** Positions of KV this hop holds for the session (what the head last sent it). */
+  kvPositions: number;
+}
+
+export type SessionOutcome = 'running' | 'finished' | 'cancelled' | 'error';
+
+export interface SessionTelemetry {
+  readonly sessionId: string;
+  readonly startedAt: number; // ms since epoch
+  promptTokens: number;
+  completionTokens: number;
+  timeToFirstTokenMs?: number;
+  finishedAt?: number;
+  outcome: SessionOutcome;
+  error?: string;
+  readonly hops: HopTelemetry[];
+  readonly repairs: RepairRecord[];
+  /** Per hop, what its release answered: KV entries freed (or the error). */
+  readonly releases: { peerId: string; freedEntries?: number; error?: string }[];
+}
+
+export interface Usage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+export type SessionEvent =
+  | {
+      readonly type: 'token';
+      readonly tokenId: number;
+      /** New text to show (stop strings held back until they cannot match). */
+      readonly text: string;
+      readonly logprob: number;
+      readonly topLogprobs: readonly TokenLogprob[];
+    }
+  | {
+      readonly type: 'done';
+      readonly finishReason: FinishReason;
+      /** Text still held back, released at the end (never part of a stop string). */
+      readonly text: string;
+      readonly usage: Usage;
+    };

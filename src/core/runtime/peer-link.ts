@@ -1,0 +1,46 @@
+/**
+ * The PeerLink seam: how the head reaches one peer. In-process, direct (the head dialed the
+ * peer's WebSocket server) and relay (the peer dialed the head's /peer/ws) links all look
+ * the same to a Route Session. One conformance suite (test/suites/peer-link.suite.ts) runs
+ * against every implementation.
+ *
+ * Contract:
+ * - `request(frame)` sends one activation frame and resolves with the peer's result frame
+ *   (the bytes it sent). A peer's refusal rejects with the typed `ProtocolError` it reported
+ *   (e.g. code 'cache_miss'); a dropped link rejects with `LinkClosedError`, a peer that does
+ *   not answer in time with `LinkTimeoutError`, an aborted signal with its reason.
+ * - `control(message)` sends a control message and resolves with the correlated answer;
+ *   an `error` answer rejects as a `ProtocolError`.
+ * - `onMessage` receives unprompted messages (stats, errors, device lost); returns an unsubscribe.
+ * - `close()` is idempotent; afterwards every pending and new call rejects with
+ *   `LinkClosedError`. `closed` resolves when the link is closed by either side.
+ * The link owns its socket and timers; whoever opened the link closes it.
+ */
+import type { ControlMessage } from '../../shared/control.ts';
+
+export interface PeerLink {
+  request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array>;
+  control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage>;
+  onMessage(handler: (message: ControlMessage) => void): () => void;
+  close(reason?: string): Promise<void>;
+  readonly closed: Promise<void>;
+}
+
+export class LinkClosedError extends Error {
+  override readonly name = 'LinkClosedError';
+  constructor(reason: string) {
+    super(`link closed: ${reason}`);
+  }
+}
+
+export class LinkTimeoutError extends Error {
+  override readonly name = 'LinkTimeoutError';
+  constructor(what: string, ms: number) {
+    super(`${what} got no answer within ${ms} ms`);
+  }
+}
+
+/** True for failures that mean "this peer is gone": replace it rather than retry it. */
+export function isLinkFailure(error: unknown): boolean {
+  return error instanceof LinkClosedError || error instanceof LinkTimeoutError;
+}

@@ -1,0 +1,169 @@
+/**
+ * PeerLink over a message socket (WebSocket): binary messages are activation frames,
+ * text messages are JSON control messages. Used for direct links (the head dialed the
+ * peer) and relay links (the peer dialed the head) alike; the runtime adapter feeds
+ * incoming messages to `receive` and a dropped socket to `terminated`.
+ */
+import { errorFromControlMessage } from '../../shared/control-errors.ts';
+import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
+import { FRAME_OFFSETS } from '../../shared/frame-layout.ts';
+import { ProtocolError } from '../../shared/protocol-error.ts';
+import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
+
+/** The least a socket must do. Binary data is sent for Uint8Array, text for strings. */
+export interface LinkSocket {
+  send(data: string | Uint8Array): void;
+  close(code?: number, reason?: string): void;
+}
+
+export interface SocketLinkOptions {
+  /** A frame or control request with no answer after this long rejects with LinkTimeoutError. */
+  readonly timeoutMs?: number;
+  /** Called for messages that cannot be parsed (the link stays up; nothing is answered). */
+  readonly onProtocolError?: (error: ProtocolError) => void;
+}
+
+interface Pending<T> {
+  resolve(value: T): void;
+  reject(error: unknown): void;
+  cleanup(): void;
+}
+
+const readRequestId = (frame: Uint8Array) =>
+  new DataView(frame.buffer, frame.byteOffset, frame.byteLength).getUint32(FRAME_OFFSETS.requestId, true);
+
+export class SocketLink implements PeerLink {
+  readonly closed: Promise<void>;
+  private markClosed!: () => void;
+  private closeReason: string | undefined;
+  private readonly frames = new Map<number, Pending<Uint8Array>>();
+  private readonly controls = new Map<string, Pending<ControlMessage>>();
+  private readonly handlers = new Set<(message: ControlMessage) => void>();
+  private nextControlId = 1;
+
+  constructor(
+    private readonly socket: LinkSocket,
+    private readonly options: SocketLinkOptions = {},
+  ) {
+    this.closed = new Promise((resolve) => (this.markClosed = resolve));
+  }
+
+  get isClosed(): boolean {
+    return this.closeReason !== undefined;
+  }
+
+  request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
+    if (frame.byteLength < FRAME_OFFSETS.requestId + 4) return Promise.reject(new RangeError('not an activation frame'));
+    const requestId = readRequestId(frame);
+    if (this.frames.has(requestId)) return Promise.reject(new RangeError(`request ${requestId} is already in flight`));
+    return this.track(this.frames, requestId, `frame request ${requestId}`, signal, () => this.socket.send(frame));
+  }
+
+  control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
+    const id = message.id ?? `h${this.nextControlId++}`;
+    const text = serializeControlMessage({ ...message, id });
+    return this.track(this.controls, id, `'${message.kind}' message`, signal, () => this.socket.send(text));
+  }
+
+  /** Send a message that expects no answer (replies to the other side's requests, hello). */
+  notify(message: ControlMessage): void {
+    if (this.isClosed) return;
+    this.socket.send(serializeControlMessage(message));
+  }
+
+  onMessage(handler: (message: ControlMessage) => void): () => void {
+    this.handlers.add(handler);
+    return () => this.handlers.delete(handler);
+  }
+
+  /** Feed one incoming socket message. */
+  receive(data: string | Uint8Array): void {
+    if (this.isClosed) return;
+    if (typeof data !== 'string') {
+      if (data.byteLength < FRAME_OFFSETS.requestId + 4) {
+        this.options.onProtocolError?.(new ProtocolError('bad_frame', `a ${data.byteLength}-byte binary message is not a frame`));
+        return;
+      }
+      const pending = this.frames.get(readRequestId(data));
+      if (pending) pending.resolve(data);
+      else this.options.onProtocolError?.(new ProtocolError('bad_frame', `result for request ${readRequestId(data)}, which is not pending`));
+      return;
+    }
+    let message: ControlMessage;
+    try {
+      message = parseControlMessage(data);
+    } catch (error) {
+      if (error instanceof ProtocolError) this.options.onProtocolError?.(error);
+      return;
+    }
+    if (message.kind === 'error' && message.requestId !== undefined && this.frames.has(message.requestId)) {
+      this.frames.get(message.requestId)!.reject(errorFromControlMessage(message));
+      return;
+    }
+    const pending = message.id !== undefined ? this.controls.get(message.id) : undefined;
+    if (pending) {
+      if (message.kind === 'error') pending.reject(errorFromControlMessage(message));
+      else pending.resolve(message);
+      return;
+    }
+    for (const handler of this.handlers) handler(message);
+  }
+
+  /** The socket is gone (closed by the other side or broken). */
+  terminated(reason: string): void {
+    this.shutdown(reason);
+  }
+
+  async close(reason = 'closed by this side'): Promise<void> {
+    if (this.isClosed) return;
+    this.shutdown(reason);
+    try {
+      this.socket.close(1000, reason.slice(0, 120));
+    } catch {
+      // Already closing: nothing left to free.
+    }
+  }
+
+  private shutdown(reason: string): void {
+    if (this.isClosed) return;
+    this.closeReason = reason;
+    const error = new LinkClosedError(reason);
+    for (const pending of [...this.frames.values(), ...this.controls.values()]) pending.reject(error);
+    this.handlers.clear();
+    this.markClosed();
+  }
+
+  private track<K, T>(table: Map<K, Pending<T>>, key: K, what: string, signal: AbortSignal | undefined, send: () => void): Promise<T> {
+    if (this.isClosed) return Promise.reject(new LinkClosedError(this.closeReason!));
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise<T>((resolve, reject) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const onAbort = () => pending.reject(signal!.reason);
+      const pending: Pending<T> = {
+        resolve: (value) => {
+          pending.cleanup();
+          resolve(value);
+        },
+        reject: (error) => {
+          pending.cleanup();
+          reject(error);
+        },
+        cleanup: () => {
+          if (timer !== undefined) clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          table.delete(key);
+        },
+      };
+      table.set(key, pending);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (this.options.timeoutMs !== undefined) {
+        timer = setTimeout(() => pending.reject(new LinkTimeoutError(what, this.options.timeoutMs!)), this.options.timeoutMs);
+      }
+      try {
+        send();
+      } catch (error) {
+        pending.reject(new LinkClosedError(`send failed: ${error instanceof Error ? error.message : String(error)}`));
+      }
+    });
+  }
+}
