@@ -1,0 +1,111 @@
+/**
+ * In-process meshes for Route Session tests: real ShardPeers (real onnxruntime shards of
+ * stories260k) behind real links, a real Mesh, and a head runner — no HTTP.
+ */
+import { randomUUID } from 'node:crypto';
+import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
+import { Mesh } from '../../src/core/route/mesh.ts';
+import { RouteSession, type RouteSessionDeps } from '../../src/core/route/route-session.ts';
+import type { HopLease, RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
+import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import type { LeasedLink } from '../../src/core/runtime/leased-link.ts';
+import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
+import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
+import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
+import { validateSamplingParams, type SamplingParams } from '../../src/core/sampling/index.ts';
+import type { TextTokenizer } from '../../src/core/model/tokenizer.ts';
+import { getShardArtifact } from '../../src/node/artifact-cache.ts';
+import { localShardLoader } from '../../src/node/local-shard-loader.ts';
+import { openLocalModel, openLocalTokenizer, type LocalModel } from '../../src/node/local-model.ts';
+import { meshModel } from '../../src/node/mesh-model.ts';
+import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
+import { STORIES_DIR } from '../engine/harness.ts';
+
+export interface StoriesContext {
+  readonly model: LocalModel;
+  readonly head: HeadRunner;
+  readonly tokenizer: TextTokenizer;
+}
+
+export async function openStories(): Promise<StoriesContext> {
+  const model = await openLocalModel(STORIES_DIR);
+  const loader = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
+  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, 'fp32');
+  const head = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, 'fp32');
+  return {
+    model,
+    head: await loadHeadRunner(model.checkpoint.config, embedding.artifact, head.artifact, model.checkpoint.source, loader),
+    tokenizer: await openLocalTokenizer(model),
+  };
+}
+
+export function createPeer(ctx: StoriesContext, kvBudgetBytes = 1 << 30): ShardPeer {
+  return new ShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), kvBudgetBytes });
+}
+
+/** Records every lease the mesh hands out, so tests can check each was closed. */
+export class CountingProvider implements RouteProvider {
+  readonly leases: HopLease[] = [];
+  constructor(readonly mesh: Mesh) {}
+  async route(signal?: AbortSignal) {
+    const hops = await this.mesh.route(signal);
+    this.leases.push(...hops);
+    return hops;
+  }
+  async replace(...args: Parameters<Mesh['replace']>) {
+    const hop = await this.mesh.replace(...args);
+    if (hop) this.leases.push(hop);
+    return hop;
+  }
+  get openLeases(): number {
+    return this.leases.filter((l) => !(l.link as LeasedLink).isClosed).length;
+  }
+}
+
+export interface TestMesh {
+  readonly mesh: Mesh;
+  readonly provider: CountingProvider;
+  readonly peers: Map<string, ShardPeer>;
+  readonly links: Map<string, PeerLink>;
+}
+
+/** A mesh of `n` in-process peers (ids p1…pn), or peers reached through `linkFor`. */
+export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink): TestMesh {
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none' });
+  const peers = new Map<string, ShardPeer>();
+  const links = new Map<string, PeerLink>();
+  for (let i = 1; i <= n; i++) {
+    const id = `p${i}`;
+    const peer = createPeer(ctx);
+    const link = linkFor?.(id, peer) ?? new InProcessLink(peer);
+    peers.set(id, peer);
+    links.set(id, link);
+    mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link });
+  }
+  return { mesh, provider: new CountingProvider(mesh), peers, links };
+}
+
+export function greedy(maxTokens = 32, extra: Partial<SamplingParams> = {}): SamplingParams {
+  return validateSamplingParams({ temperature: 0, maxTokens, ...extra });
+}
+
+export function openSession(ctx: StoriesContext, provider: RouteProvider, params: SamplingParams, signal?: AbortSignal, deps: Partial<RouteSessionDeps> = {}, promptIds = [1]) {
+  return new RouteSession(
+    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, backoff: { baseMs: 1, maxMs: 10 }, ...deps },
+    { sessionId: randomUUID(), promptIds, params },
+    signal,
+  );
+}
+
+/** Token ids of a session, calling `onToken(index)` after each one. */
+export async function collect(session: AsyncIterable<SessionEvent>, onToken?: (index: number) => void | Promise<void>): Promise<{ ids: number[]; done?: SessionEvent }> {
+  const ids: number[] = [];
+  let done: SessionEvent | undefined;
+  for await (const event of session) {
+    if (event.type === 'token') {
+      ids.push(event.tokenId);
+      await onToken?.(ids.length);
+    } else done = event;
+  }
+  return { ids, done };
+}

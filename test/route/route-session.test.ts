@@ -1,0 +1,136 @@
+/**
+ * Characterization of RouteSession through its interface, over in-process links to real
+ * ShardPeers running stories260k shards: hops, cache-miss re-prefill, peer loss,
+ * cancellation and cleanup.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
+import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
+import { collect, greedy, inProcessMesh, openSession, openStories, type StoriesContext } from './route-harness.ts';
+
+let root: { dir: string; remove: () => Promise<void> };
+let ctx: StoriesContext;
+beforeAll(async () => {
+  root = await tempDir('route');
+  process.env.MESHNET_HOME = root.dir;
+  ctx = await openStories();
+});
+afterAll(async () => {
+  await ctx.head.dispose();
+  await root.remove();
+});
+
+describe('RouteSession', () => {
+  for (const hops of [1, 2, 3]) {
+    it(`prefill and decode over ${hops} hop(s) give the one-process tokens`, async () => {
+      const t = inProcessMesh(ctx, hops);
+      const session = openSession(ctx, t.provider, greedy());
+      const { ids, done } = await collect(session);
+      expect(ids).toEqual(STORIES_GOLDEN);
+      expect(done).toMatchObject({ type: 'done', finishReason: 'length', usage: { promptTokens: 1, completionTokens: 32 } });
+      expect(session.telemetry.hops.map((h) => [h.range.start, h.range.end])).toHaveLength(hops);
+      expect(session.telemetry.outcome).toBe('finished');
+      expect(t.provider.openLeases).toBe(0);
+      for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
+    });
+  }
+
+  it('cache miss: one hop evicted mid-generation is rebuilt alone, tokens unchanged', async () => {
+    const t = inProcessMesh(ctx, 3);
+    const session = openSession(ctx, t.provider, greedy());
+    const { ids } = await collect(session, (n) => {
+      if (n === 10) t.peers.get('p2')!.evictAll();
+    });
+    expect(ids).toEqual(STORIES_GOLDEN);
+    expect(session.telemetry.repairs).toHaveLength(1);
+    expect(session.telemetry.repairs[0]).toMatchObject({ kind: 'cache_miss', hop: 1, peerId: 'p2' });
+    // Only p2 recomputed: it served the 11 replayed positions again; p1 and p3 served each position once.
+    const served = (id: string) => (t.peers.get(id)!.stats() as { tokensServed: number }).tokensServed;
+    const positions = 1 + 31; // the prompt plus every token fed back
+    expect(served('p1')).toBe(positions);
+    expect(served('p3')).toBe(positions);
+    expect(served('p2')).toBe(positions + 10);
+  });
+
+  it('peer loss: a hop whose link drops is replaced by another peer, tokens unchanged', async () => {
+    const t = inProcessMesh(ctx, 3);
+    const session = openSession(ctx, t.provider, greedy());
+    const { ids } = await collect(session, async (n) => {
+      if (n === 12) await (t.links.get('p3') as InProcessLink).close('peer vanished');
+    });
+    expect(ids).toEqual(STORIES_GOLDEN);
+    const repair = session.telemetry.repairs.find((r) => r.kind === 'replaced');
+    expect(repair).toMatchObject({ hop: 2, lostPeerId: 'p3' });
+    expect(['p1', 'p2']).toContain(repair!.peerId);
+    expect(t.mesh.peers.map((p) => p.id).sort()).toEqual(['p1', 'p2']);
+    expect(t.provider.openLeases).toBe(0);
+    for (const id of ['p1', 'p2']) expect(t.peers.get(id)!.kvEntries).toBe(0);
+  });
+
+  it('peer loss with no replacement ends the session with route unavailable', async () => {
+    const t = inProcessMesh(ctx, 1);
+    const session = openSession(ctx, t.provider, greedy());
+    await expect(
+      collect(session, async (n) => {
+        if (n === 3) await (t.links.get('p1') as InProcessLink).close('gone');
+      }),
+    ).rejects.toBeInstanceOf(RouteUnavailableError);
+    expect(session.telemetry.outcome).toBe('error');
+    expect(t.provider.openLeases).toBe(0);
+  });
+
+  it('cancellation: abort mid-decode sends no further frame and every hop frees its KV', async () => {
+    const t = inProcessMesh(ctx, 3);
+    const controller = new AbortController();
+    const session = openSession(ctx, t.provider, greedy(), controller.signal);
+    let framesAtAbort = 0;
+    const frames = () => [...t.peers.values()].reduce((sum, p) => sum + (p.stats() as { framesServed: number }).framesServed, 0);
+    await expect(
+      collect(session, (n) => {
+        if (n === 5) {
+          controller.abort(new Error('client went away'));
+          framesAtAbort = frames();
+        }
+      }),
+    ).rejects.toThrow('client went away');
+    expect(frames()).toBe(framesAtAbort);
+    expect(session.framesSentAfterClose).toBe(0);
+    expect(session.telemetry.outcome).toBe('cancelled');
+    expect(session.telemetry.releases).toHaveLength(3);
+    for (const release of session.telemetry.releases) expect(release.freedEntries).toBe(1);
+    for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
+    expect(t.provider.openLeases).toBe(0);
+  });
+
+  it('cleanup: after many finished, failed and cancelled sessions no hop holds KV and no lease is open', async () => {
+    const t = inProcessMesh(ctx, 2);
+    for (let i = 0; i < 12; i++) {
+      const kind = i % 3;
+      if (kind === 0) {
+        await collect(openSession(ctx, t.provider, greedy(4 + i)));
+      } else if (kind === 1) {
+        // Fails mid-route: a prompt id outside the vocabulary is refused by the head's embedding.
+        await expect(collect(openSession(ctx, t.provider, greedy(), undefined, {}, [1, 9999]))).rejects.toThrow(/outside the vocabulary/);
+      } else {
+        const controller = new AbortController();
+        await expect(collect(openSession(ctx, t.provider, greedy(), controller.signal), (n) => (n === 2 ? controller.abort() : undefined))).rejects.toBeDefined();
+      }
+    }
+    // A consumer that stops iterating early also closes the session.
+    for await (const event of openSession(ctx, t.provider, greedy())) if (event.type === 'token') break;
+    for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
+    expect(t.provider.leases.length).toBeGreaterThan(0);
+    expect(t.provider.openLeases).toBe(0);
+  });
+
+  it('the close path runs once even when close is called again', async () => {
+    const t = inProcessMesh(ctx, 2);
+    const session = openSession(ctx, t.provider, greedy(3));
+    await collect(session);
+    await session.close();
+    await session.close('error');
+    expect(session.telemetry.releases).toHaveLength(2);
+    expect(session.telemetry.outcome).toBe('finished');
+  });
+});
