@@ -1,13 +1,16 @@
 /**
  * On-disk cache of shard artifacts: `<MESHNET_HOME>/artifacts/<modelKey>/<part>/` holds
  * `graph.onnx` and `manifest.json`. Written to a temporary folder and renamed, so a reader
- * never sees half an artifact; a manifest that does not match is rebuilt.
+ * never sees half an artifact; a manifest that does not match is rebuilt. The packed
+ * weights (`weights.bin`) are written there on first load, for onnxruntime-node to read.
  */
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Checkpoint } from '../core/model/checkpoint.ts';
-import { ARTIFACT_FORMAT, buildShardArtifact, partName, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
+import type { ByteSource } from '../core/runtime/byte-source.ts';
+import { WEIGHTS_FILE } from '../core/runtime/ort-session.ts';
+import { ARTIFACT_FORMAT, buildShardArtifact, partName, shardWeightSegments, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
 import { meshnetHome } from './meshnet-home.ts';
 
@@ -61,4 +64,34 @@ export async function getShardArtifact(
     throw error;
   }
   return { artifact, directory, cached: false };
+}
+
+/**
+ * The artifact folder of `artifact`, holding its packed weights as `weights.bin` (written
+ * segment by segment on first use, to a temporary name then renamed). For
+ * OrtLoaderOptions.weightsFolder.
+ */
+export async function shardWeightsFolder(artifact: ShardArtifact, source: ByteSource, home = meshnetHome()): Promise<string> {
+  const { manifest } = artifact;
+  const directory = artifactDirectory(manifest.modelKey, manifest.part, manifest.dtype, home);
+  const file = path.join(directory, WEIGHTS_FILE);
+  const existing = await stat(file).catch(() => undefined);
+  if (existing?.isFile() && existing.size === manifest.weightsLength) return directory;
+
+  await mkdir(directory, { recursive: true });
+  const staging = `${file}.tmp-${randomUUID()}`;
+  const handle = await open(staging, 'w');
+  try {
+    for await (const { segment, bytes } of shardWeightSegments(manifest, source)) {
+      await handle.write(bytes, 0, bytes.byteLength, segment.packedOffset);
+    }
+    await handle.truncate(manifest.weightsLength); // alignment padding after the last segment
+    await handle.close();
+    await rename(staging, file);
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    await rm(staging, { force: true });
+    throw error;
+  }
+  return directory;
 }

@@ -93,11 +93,13 @@ export function buildShardArtifact(
 }
 
 /**
- * Read a part's weights from the checkpoint into one packed buffer: only the listed byte
- * ranges are read; tensors whose dtype differs from the activation dtype are converted.
+ * A part's weights one segment at a time, converted to the activation dtype: only the listed
+ * byte ranges are read. Each yielded `bytes` belongs to the caller and is `packedLength` long.
  */
-export async function loadShardWeights(manifest: ShardManifest, source: ByteSource): Promise<Uint8Array> {
-  const out = new Uint8Array(manifest.weightsLength);
+export async function* shardWeightSegments(
+  manifest: ShardManifest,
+  source: ByteSource,
+): AsyncGenerator<{ readonly segment: WeightSegment; readonly bytes: Uint8Array }> {
   const target = targetDtype(manifest.dtype);
   for (const segment of manifest.segments) {
     const bytes = await source.read(segment.file, segment.offset, segment.length);
@@ -105,7 +107,13 @@ export async function loadShardWeights(manifest: ShardManifest, source: ByteSour
     if (converted.byteLength !== segment.packedLength) {
       throw new RangeError(`weight '${segment.name}' has ${converted.byteLength} bytes, the graph expects ${segment.packedLength}`);
     }
-    out.set(converted, segment.packedOffset);
+    yield { segment, bytes: converted };
   }
+}
+
+/** Read a part's weights from the checkpoint into one packed buffer (the `weights.bin` layout). */
+export async function loadShardWeights(manifest: ShardManifest, source: ByteSource): Promise<Uint8Array> {
+  const out = new Uint8Array(manifest.weightsLength);
+  for await (const { segment, bytes } of shardWeightSegments(manifest, source)) out.set(bytes, segment.packedOffset);
   return out;
 }

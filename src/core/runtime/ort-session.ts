@@ -31,6 +31,26 @@ export interface OrtSessionOptions {
   readonly extra?: Record<string, unknown>;
 }
 
+/**
+ * A part's packed weights: in memory, or the folder holding them as `WEIGHTS_FILE`.
+ * Prefer the folder where there is a file system (Node): onnxruntime then reads each
+ * initializer from the file itself. From memory (`externalData`), onnxruntime-node 1.30
+ * makes a transient copy per initializer; glibc keeps those freed chunks resident, so the
+ * process grew by about 1.7× the weights instead of about 1× (test/memory).
+ */
+export type PackedWeights = Uint8Array | { readonly folder: string };
+
+/**
+ * onnxruntime's config key `session.model_external_initializers_file_folder_path`: where a
+ * graph loaded from bytes finds its external data files. `extra` nests keys at the dots.
+ */
+const EXTERNAL_DATA_FOLDER_KEY = 'model_external_initializers_file_folder_path';
+
+function withExternalDataFolder(extra: Record<string, unknown> | undefined, folder: string): Record<string, unknown> {
+  const session = (extra?.session ?? {}) as Record<string, unknown>;
+  return { ...extra, session: { ...session, [EXTERNAL_DATA_FOLDER_KEY]: folder } };
+}
+
 export interface CreatedSession {
   readonly session: Ort.InferenceSession;
   readonly provider: string;
@@ -43,16 +63,17 @@ export interface CreatedSession {
 export async function createOrtSession(
   ort: OrtModule,
   graph: Uint8Array,
-  weights: Uint8Array,
+  weights: PackedWeights,
   options: OrtSessionOptions,
 ): Promise<CreatedSession> {
   const tried: { provider: string; error: string }[] = [];
+  const inMemory = weights instanceof Uint8Array;
   for (const provider of options.providers) {
     const sessionOptions: Ort.InferenceSession.SessionOptions = {
       executionProviders: [provider],
       graphOptimizationLevel: 'all',
-      externalData: weights.byteLength > 0 ? [{ path: WEIGHTS_FILE, data: weights }] : undefined,
-      extra: options.extra,
+      externalData: inMemory && weights.byteLength > 0 ? [{ path: WEIGHTS_FILE, data: weights }] : undefined,
+      extra: inMemory ? options.extra : withExternalDataFolder(options.extra, weights.folder),
       logSeverityLevel: 3,
     };
     if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;

@@ -1,0 +1,238 @@
+/**
+ * KvState and KvStore over a fake tensor type: plain objects with a byte size, whose
+ * disposals are recorded, so ownership (who frees what, and how often) is visible.
+ */
+import { describe, expect, it } from 'vitest';
+import { KvState, type KvTensorOps, type LayerKv } from '../../src/core/runtime/kv-state.ts';
+import { KvStore } from '../../src/core/runtime/kv-store.ts';
+
+interface FakeTensor {
+  readonly id: string;
+  readonly positions: number;
+}
+
+const BYTES_PER_POSITION = 10;
+
+/** Fake ops: bytes = positions × 10; truncation makes a new tensor (or none, like GPU KV). */
+function fakeOps(options: { canTruncate?: boolean } = {}) {
+  const disposed: string[] = [];
+  let made = 0;
+  const ops: KvTensorOps<FakeTensor> = {
+    bytes: (t) => t.positions * BYTES_PER_POSITION,
+    truncate: (t, length) => (options.canTruncate === false ? undefined : { id: `${t.id}~${length}#${made++}`, positions: length }),
+    dispose: (t) => void disposed.push(t.id),
+  };
+  return { ops, disposed };
+}
+
+/** Present KV for every layer of [start, end), tagged so each tensor is identifiable. */
+function present(start: number, end: number, positions: number, tag: string): Map<number, LayerKv<FakeTensor>> {
+  const map = new Map<number, LayerKv<FakeTensor>>();
+  for (let l = start; l < end; l++) {
+    map.set(l, { key: { id: `${tag}.k${l}`, positions }, value: { id: `${tag}.v${l}`, positions } });
+  }
+  return map;
+}
+
+const range = { start: 2, end: 4 };
+/** Bytes of a state over two layers holding `positions` (key + value per layer). */
+const stateBytes = (positions: number) => 2 * 2 * positions * BYTES_PER_POSITION;
+
+describe('KvState', () => {
+  it('starts empty', () => {
+    const { ops } = fakeOps();
+    const state = new KvState('s', range, ops);
+    expect(state.length).toBe(0);
+    expect(state.bytes).toBe(0);
+    expect(state.past(2)).toBeUndefined();
+    expect(state.isDisposed).toBe(false);
+  });
+
+  it('append takes the new tensors and disposes each replaced one exactly once', () => {
+    const { ops, disposed } = fakeOps();
+    const state = new KvState('s', range, ops);
+    state.append(present(2, 4, 3, 'a'), 3);
+    expect(disposed).toEqual([]);
+    expect(state.length).toBe(3);
+    expect(state.bytes).toBe(stateBytes(3));
+    expect(state.past(2)?.key.id).toBe('a.k2');
+
+    state.append(present(2, 4, 5, 'b'), 5);
+    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.v2', 'a.v3']);
+    expect(state.length).toBe(5);
+    expect(state.bytes).toBe(stateBytes(5));
+    expect(state.past(3)?.value.id).toBe('b.v3');
+
+    state.dispose();
+    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.v2', 'a.v3', 'b.k2', 'b.k3', 'b.v2', 'b.v3']);
+  });
+
+  it('append refuses a missing layer or a shrinking length', () => {
+    const { ops } = fakeOps();
+    const state = new KvState('s', range, ops);
+    expect(() => state.append(present(2, 3, 1, 'a'), 1)).toThrow(/layer 3 is missing/);
+    state.clear();
+    state.append(present(2, 4, 4, 'b'), 4);
+    expect(() => state.append(present(2, 4, 2, 'c'), 2)).toThrow(RangeError);
+  });
+
+  it('truncate keeps the first positions and disposes the untrimmed tensors', () => {
+    const { ops, disposed } = fakeOps();
+    const state = new KvState('s', range, ops);
+    state.append(present(2, 4, 6, 'a'), 6);
+    state.truncate(4);
+    expect(state.length).toBe(4);
+    expect(state.bytes).toBe(stateBytes(4));
+    expect(state.past(2)?.key.positions).toBe(4);
+    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.v2', 'a.v3']);
+
+    state.truncate(4); // no-op at or above the length
+    state.truncate(9);
+    expect(state.length).toBe(4);
+    expect(disposed).toHaveLength(4);
+  });
+
+  it('truncate with ops that cannot trim (GPU KV) empties the state', () => {
+    const { ops, disposed } = fakeOps({ canTruncate: false });
+    const state = new KvState('s', range, ops);
+    state.append(present(2, 4, 6, 'a'), 6);
+    state.truncate(2);
+    expect(state.length).toBe(0);
+    expect(state.bytes).toBe(0);
+    expect(state.past(2)).toBeUndefined();
+    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.v2', 'a.v3']);
+    // Still usable: the next step rebuilds it.
+    state.append(present(2, 4, 1, 'b'), 1);
+    expect(state.length).toBe(1);
+  });
+
+  it('truncate that fails on the value of a later layer frees everything exactly once', () => {
+    const disposed: string[] = [];
+    let calls = 0;
+    const ops: KvTensorOps<FakeTensor> = {
+      bytes: (t) => t.positions * BYTES_PER_POSITION,
+      // Layer 2 trims (key, value); layer 3's key trims, its value does not.
+      truncate: (t, length) => (++calls <= 3 ? { id: `${t.id}~${length}`, positions: length } : undefined),
+      dispose: (t) => void disposed.push(t.id),
+    };
+    const state = new KvState('s', range, ops);
+    state.append(present(2, 4, 6, 'a'), 6);
+    state.truncate(2);
+    expect(state.length).toBe(0);
+    expect(state.bytes).toBe(0);
+    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.k2~2', 'a.k3~2', 'a.v2', 'a.v3', 'a.v2~2'].sort());
+    expect(new Set(disposed).size).toBe(disposed.length);
+  });
+
+  it('dispose is idempotent and makes the state refuse further use', () => {
+    const { ops, disposed } = fakeOps();
+    const state = new KvState('s', range, ops);
+    state.append(present(2, 4, 2, 'a'), 2);
+    state.dispose();
+    state.dispose();
+    expect(state.isDisposed).toBe(true);
+    expect(disposed).toHaveLength(4);
+    expect(state.bytes).toBe(0);
+    expect(() => state.append(present(2, 4, 3, 'b'), 3)).toThrow(/disposed/);
+    expect(() => state.truncate(0)).toThrow(/disposed/);
+  });
+});
+
+describe('KvStore', () => {
+  const r = { start: 0, end: 2 };
+  const fill = (store: KvStore<FakeTensor>, session: string, positions: number, tag = session) => {
+    const state = store.acquire(session, r);
+    state.append(present(0, 2, positions, tag), positions);
+    return state;
+  };
+
+  it('acquire creates once per session and range; find never creates', () => {
+    const { ops } = fakeOps();
+    const store = new KvStore(ops, Number.MAX_SAFE_INTEGER);
+    expect(store.find('s', r)).toBeUndefined();
+    const a = store.acquire('s', r);
+    expect(store.acquire('s', r)).toBe(a);
+    expect(store.find('s', r)).toBe(a);
+    const other = store.acquire('s', { start: 2, end: 4 });
+    expect(other).not.toBe(a);
+    expect(other.range).toEqual({ start: 2, end: 4 });
+    expect(store.stats().entries).toBe(2);
+  });
+
+  it('release disposes every state of that session only', () => {
+    const { ops } = fakeOps();
+    const store = new KvStore(ops, Number.MAX_SAFE_INTEGER);
+    const a = fill(store, 'a', 2);
+    const a2 = store.acquire('a', { start: 2, end: 4 });
+    const b = fill(store, 'b', 2);
+    expect(store.release('a')).toBe(2);
+    expect(a.isDisposed && a2.isDisposed).toBe(true);
+    expect(b.isDisposed).toBe(false);
+    expect(store.find('a', r)).toBeUndefined();
+    expect(store.release('a')).toBe(0);
+    expect(store.stats()).toMatchObject({ entries: 1, bytes: stateBytes(2), evictions: 0 });
+  });
+
+  it('evicts least recently used first, never the kept state, until within budget', () => {
+    const { ops } = fakeOps();
+    const one = stateBytes(1); // a 1-position state over 2 layers
+    const store = new KvStore(ops, 3 * one);
+    const a = fill(store, 'a', 1);
+    const b = fill(store, 'b', 1);
+    const c = fill(store, 'c', 1);
+    store.enforceBudget();
+    expect(store.stats()).toEqual({ entries: 3, bytes: 3 * one, budgetBytes: 3 * one, evictions: 0 });
+
+    store.find('a', r); // a is now the most recently used: b is the oldest
+    const d = fill(store, 'd', 1);
+    store.enforceBudget(d);
+    expect(b.isDisposed).toBe(true);
+    expect([a, c, d].map((s) => s.isDisposed)).toEqual([false, false, false]);
+    expect(store.stats()).toMatchObject({ entries: 3, bytes: 3 * one, evictions: 1 });
+
+    // The kept state is skipped even when it is the least recently used one.
+    const kept = store.acquire('c', r); // order now: a, d, c
+    store.acquire('a', r); // order: d, c, a
+    store.acquire('d', r); // order: c, a, d  (c oldest)
+    kept.append(present(0, 2, 2, 'c2'), 2); // c grows to 2 positions: total 4 × one
+    store.enforceBudget(kept);
+    expect(kept.isDisposed).toBe(false);
+    expect(a.isDisposed).toBe(true); // next-oldest after the kept one
+    expect(d.isDisposed).toBe(false);
+    expect(store.stats()).toMatchObject({ entries: 2, bytes: 3 * one, evictions: 2 });
+  });
+
+  it('keeps the kept state even when it alone exceeds the budget', () => {
+    const { ops } = fakeOps();
+    const store = new KvStore(ops, 10);
+    const a = fill(store, 'a', 1);
+    const big = fill(store, 'big', 5);
+    store.enforceBudget(big);
+    expect(a.isDisposed).toBe(true);
+    expect(big.isDisposed).toBe(false);
+    expect(store.stats()).toMatchObject({ entries: 1, bytes: stateBytes(5), evictions: 1 });
+  });
+
+  it('setBudget evicts down to the new budget', () => {
+    const { ops } = fakeOps();
+    const store = new KvStore(ops, Number.MAX_SAFE_INTEGER);
+    const a = fill(store, 'a', 1);
+    const b = fill(store, 'b', 1);
+    store.setBudget(stateBytes(1));
+    expect(a.isDisposed).toBe(true);
+    expect(b.isDisposed).toBe(false);
+    expect(store.stats()).toEqual({ entries: 1, bytes: stateBytes(1), budgetBytes: stateBytes(1), evictions: 1 });
+  });
+
+  it('clear disposes every state', () => {
+    const { ops, disposed } = fakeOps();
+    const store = new KvStore(ops, Number.MAX_SAFE_INTEGER);
+    const a = fill(store, 'a', 1);
+    const b = fill(store, 'b', 3);
+    store.clear();
+    expect(a.isDisposed && b.isDisposed).toBe(true);
+    expect(disposed).toHaveLength(8);
+    expect(store.stats()).toMatchObject({ entries: 0, bytes: 0, evictions: 0 });
+    expect(store.find('a', r)).toBeUndefined();
+  });
+});
