@@ -7,6 +7,7 @@ import { providersFor, type DeviceTable } from '../core/runtime/devices.ts';
 import type { OrtModule } from '../core/runtime/ort-session.ts';
 import type { OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import { shardWeightsFolder } from './artifact-cache.ts';
 
 /** `auto` tries CUDA, then WebGPU (Dawn; software Vulkan works too), then the CPU. */
 export const NODE_DEVICES: DeviceTable = {
@@ -42,6 +43,8 @@ export async function nodeLoaderOptions(options: NodeRuntimeOptions): Promise<Or
     providers,
     intraOpThreads: options.threads,
     kvOnGpu: true,
+    // Weights from a file, not from memory: see PackedWeights (src/core/runtime/ort-session.ts).
+    weightsFolder: (artifact, source) => shardWeightsFolder(artifact, source),
     extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
   };
 }

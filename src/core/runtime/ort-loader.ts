@@ -4,11 +4,11 @@
  * that works, and wrap it.
  */
 import type { ByteSource } from './byte-source.ts';
-import { loadShardWeights, type ShardArtifact } from '../model/shard-artifact.ts';
+import { loadShardWeights, type ShardArtifact, type ShardManifest } from '../model/shard-artifact.ts';
 import { presentKeyName, presentValueName, type ActivationDtype } from '../model/shard-graph.ts';
 import type { ModelConfig } from '../model/types.ts';
 import { OrtHeadRunner } from './ort-head-runner.ts';
-import { createOrtSession, type CreatedSession, type OrtModule, type OrtSessionOptions } from './ort-session.ts';
+import { createOrtSession, type CreatedSession, type OrtModule, type OrtSessionOptions, type PackedWeights } from './ort-session.ts';
 import { OrtShardExecutor } from './ort-shard-executor.ts';
 
 export interface OrtLoaderOptions {
@@ -18,31 +18,64 @@ export interface OrtLoaderOptions {
   readonly extra?: Record<string, unknown>;
   /** Keep KV outputs on the GPU when the provider is WebGPU. */
   readonly kvOnGpu?: boolean;
+  /**
+   * Where a runtime with a file system keeps a part's packed weights as a file: writes
+   * `weights.bin` unless it is already there and returns its folder. Without it the weights
+   * are packed in memory. See PackedWeights for why Node uses it.
+   */
+  readonly weightsFolder?: (artifact: ShardArtifact, source: ByteSource) => Promise<string>;
 }
 
-async function open(artifact: ShardArtifact, source: ByteSource, options: OrtLoaderOptions, gpuOutputs: string[] = []): Promise<CreatedSession> {
-  const weights = await loadShardWeights(artifact.manifest, source);
+async function openWithWeights(graph: Uint8Array, weights: PackedWeights, options: OrtLoaderOptions, gpuOutputs: string[] = []): Promise<CreatedSession> {
   const sessionOptions: OrtSessionOptions = {
     providers: options.providers,
     intraOpThreads: options.intraOpThreads,
     extra: options.extra,
     gpuOutputs: options.kvOnGpu ? gpuOutputs : undefined,
   };
-  return createOrtSession(options.ort, artifact.graph, weights, sessionOptions);
+  return createOrtSession(options.ort, graph, weights, sessionOptions);
 }
 
+/** A part's packed weights: as a file where the runtime offers one (see PackedWeights), else in memory. */
+async function packedWeights(artifact: ShardArtifact, source: ByteSource, options: OrtLoaderOptions): Promise<PackedWeights> {
+  return options.weightsFolder ? { folder: await options.weightsFolder(artifact, source) } : loadShardWeights(artifact.manifest, source);
+}
+
+async function open(artifact: ShardArtifact, source: ByteSource, options: OrtLoaderOptions, gpuOutputs: string[] = []): Promise<CreatedSession> {
+  return openWithWeights(artifact.graph, await packedWeights(artifact, source, options), options, gpuOutputs);
+}
+
+/** The config fields a shard executor needs (what an `assign` message carries). */
+export type ShardShape = Pick<ModelConfig, 'hiddenSize' | 'numKvHeads' | 'headDim'>;
+
+/** An executor from an artifact whose packed weights are already in memory (e.g. fetched from the head). */
+export async function createShardExecutor(
+  shape: ShardShape,
+  manifest: ShardManifest,
+  graph: Uint8Array,
+  weights: PackedWeights,
+  options: OrtLoaderOptions,
+): Promise<OrtShardExecutor> {
+  const { part, dtype } = manifest;
+  if (part.kind !== 'layers') throw new RangeError(`artifact holds the ${part.kind}, not layers`);
+  if (weights instanceof Uint8Array && weights.byteLength !== manifest.weightsLength) {
+    throw new RangeError(`shard weights have ${weights.byteLength} bytes, the manifest says ${manifest.weightsLength}`);
+  }
+  const gpuOutputs: string[] = [];
+  for (let l = part.range.start; l < part.range.end; l++) gpuOutputs.push(presentKeyName(l), presentValueName(l));
+  const { session, provider } = await openWithWeights(graph, weights, options, gpuOutputs);
+  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider);
+}
+
+/** An executor for a layers artifact, reading its weights from the checkpoint. */
 export async function loadShardExecutor(
-  config: ModelConfig,
+  shape: ShardShape,
   artifact: ShardArtifact,
   source: ByteSource,
   options: OrtLoaderOptions,
 ): Promise<OrtShardExecutor> {
-  const { part, dtype } = artifact.manifest;
-  if (part.kind !== 'layers') throw new RangeError(`artifact holds the ${part.kind}, not layers`);
-  const gpuOutputs: string[] = [];
-  for (let l = part.range.start; l < part.range.end; l++) gpuOutputs.push(presentKeyName(l), presentValueName(l));
-  const { session, provider } = await open(artifact, source, options, gpuOutputs);
-  return new OrtShardExecutor(options.ort, session, config, part.range, dtype, provider);
+  const weights = await packedWeights(artifact, source, options);
+  return createShardExecutor(shape, artifact.manifest, artifact.graph, weights, options);
 }
 
 export async function loadHeadRunner(

@@ -49,7 +49,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   constructor(
     private readonly ort: OrtModule,
     private readonly session: Ort.InferenceSession,
-    private readonly config: ModelConfig,
+    private readonly config: Pick<ModelConfig, 'hiddenSize' | 'numKvHeads' | 'headDim'>,
     readonly range: LayerRange,
     readonly dtype: ActivationDtype,
     readonly device: string,
