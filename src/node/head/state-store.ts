@@ -1,0 +1,134 @@
+/**
+ * The head's live MeshState: events go in through `apply` (folded by the shared reducer),
+ * and out to every subscriber — `/api/events` subscribes one listener per SSE client and
+ * sends `snapshotEvent()` first. Plus the helpers that turn the mesh's and the Route
+ * Sessions' own data (MeshPeer, stats, SessionTelemetry) into the dashboard's views.
+ */
+import type { MeshPeer } from '../../core/route/mesh.ts';
+import type { HopLease, SessionTelemetry } from '../../core/route/route-types.ts';
+import type { StatsMessage } from '../../shared/control.ts';
+import {
+  applyEvent,
+  emptyState,
+  type MeshEvent,
+  type MeshState,
+  type PeerView,
+  type RouteView,
+  type SessionView,
+} from '../../shared/dashboard-state.ts';
+
+/** Called after each applied event with the state it produced. */
+export type MeshStateListener = (event: MeshEvent, state: MeshState) => void;
+
+export interface MeshStateStoreOptions {
+  readonly initial?: MeshState;
+  /** A listener threw; the others still ran. Default: ignore. */
+  readonly onError?: (error: unknown) => void;
+}
+
+export class MeshStateStore {
+  private current: MeshState;
+  private readonly listeners = new Set<MeshStateListener>();
+  private readonly onError: (error: unknown) => void;
+
+  constructor(options: MeshStateStoreOptions = {}) {
+    this.current = options.initial ?? emptyState();
+    this.onError = options.onError ?? (() => {});
+  }
+
+  get state(): MeshState {
+    return this.current;
+  }
+
+  /** The whole state as one event: what a new subscriber receives first. */
+  snapshotEvent(): MeshEvent {
+    return { kind: 'snapshot', state: this.current };
+  }
+
+  /** Fold `event` into the state, then tell every subscriber (in subscription order). */
+  apply(event: MeshEvent): MeshState {
+    this.current = applyEvent(this.current, event);
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(event, this.current);
+      } catch (error) {
+        this.onError(error);
+      }
+    }
+    return this.current;
+  }
+
+  /** Hear every event applied from now on; call the returned function to stop. */
+  subscribe(listener: MeshStateListener): () => void {
+    const own = (event: MeshEvent, state: MeshState) => listener(event, state); // a listener may subscribe twice
+    this.listeners.add(own);
+    return () => {
+      this.listeners.delete(own);
+    };
+  }
+}
+
+/**
+ * A session's view at `now` from its Route Session telemetry. Tokens per second is the
+ * decode rate: tokens after the first over the time since the first (counting the first
+ * token, which came at the end of prefill, would overstate early rates); 0 before two
+ * tokens. `rate` holds the one point for `now`; the reducer appends it to the series.
+ */
+export function sessionView(apiId: string, model: string, telemetry: SessionTelemetry, now: number): SessionView {
+  const end = telemetry.finishedAt ?? now;
+  const ttft = telemetry.timeToFirstTokenMs;
+  const decodeMs = ttft === undefined ? 0 : end - (telemetry.startedAt + ttft);
+  const tokensPerSecond = decodeMs > 0 && telemetry.completionTokens > 1 ? ((telemetry.completionTokens - 1) * 1000) / decodeMs : 0;
+  return {
+    id: apiId,
+    model,
+    promptTokens: telemetry.promptTokens,
+    completionTokens: telemetry.completionTokens,
+    startedAt: telemetry.startedAt,
+    ...(ttft !== undefined ? { timeToFirstTokenMs: ttft } : {}),
+    tokensPerSecond,
+    rate: [{ t: end, tokensPerSecond }],
+    hops: telemetry.hops.map((hop) => ({
+      peerId: hop.peerId,
+      range: { start: hop.range.start, end: hop.range.end },
+      lastMs: hop.lastMs,
+      meanMs: hop.frames > 0 ? hop.totalMs / hop.frames : 0,
+      kvPositions: hop.kvPositions,
+    })),
+    repairs: telemetry.repairs.map((repair) => ({
+      kind: repair.kind,
+      hop: repair.hop,
+      peerId: repair.peerId,
+      ...(repair.lostPeerId !== undefined ? { lostPeerId: repair.lostPeerId } : {}),
+    })),
+    state: telemetry.outcome,
+    ...(telemetry.error !== undefined ? { error: telemetry.error } : {}),
+  };
+}
+
+/**
+ * A peer's view: 'ready' once it holds a range, else 'joining'. KV and tokens come from
+ * its last `stats` message (0 before any); `lastHeartbeatAt` is when that arrived, else
+ * the join time.
+ */
+export function peerView(peer: MeshPeer, stats?: StatsMessage, lastHeartbeatAt?: number): PeerView {
+  return {
+    id: peer.id,
+    runtime: peer.runtime,
+    executionProvider: peer.executionProvider,
+    ...(peer.device !== undefined ? { device: peer.device } : {}),
+    layers: peer.ranges.map((r) => ({ start: r.start, end: r.end })),
+    memoryBudgetBytes: peer.memoryBudgetBytes,
+    kvBytes: stats?.kvBytes ?? 0,
+    kvEntries: stats?.kvEntries ?? 0,
+    status: peer.ranges.length > 0 ? 'ready' : 'joining',
+    lastHeartbeatAt: lastHeartbeatAt ?? peer.joinedAt,
+    tokensServed: stats?.tokensServed ?? 0,
+  };
+}
+
+/** The route's view from its hops (leases or plan hops), links left out. */
+export function routeView(hops: readonly Pick<HopLease, 'peerId' | 'range'>[], reason?: string): RouteView {
+  const view = hops.map((hop) => ({ peerId: hop.peerId, range: { start: hop.range.start, end: hop.range.end } }));
+  return reason === undefined ? { hops: view } : { hops: view, reason };
+}

@@ -1,0 +1,87 @@
+/**
+ * The head's `/metrics`: requests by endpoint and status, tokens in and out, time to first
+ * token, per-token and per-hop latency, live sessions, repairs and peers by runtime. The
+ * HTTP layer calls `requestFinished` per response and `sessionObserved` once per Route
+ * Session when it closes; the mesh and the session table set the gauges.
+ */
+import type { SessionTelemetry } from '../../core/route/route-types.ts';
+import { MetricsRegistry, type Counter, type Gauge, type Histogram } from './registry.ts';
+
+/** Seconds; first tokens include tokenization, prefill over every hop and sampling. */
+export const TTFT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Seconds between tokens while decoding. */
+export const TOKEN_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Seconds per frame on one hop (a round trip, including prefill frames). */
+export const HOP_LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export type PeerRuntimeCounts = Partial<Record<'node' | 'browser' | 'head', number>>;
+
+const RUNTIMES = ['node', 'browser', 'head'] as const;
+
+export class HeadMetrics {
+  private readonly requests: Counter;
+  private readonly tokens: Counter;
+  private readonly timeToFirstToken: Histogram;
+  private readonly tokenLatency: Histogram;
+  private readonly hopLatency: Histogram;
+  private readonly liveSessions: Gauge;
+  private readonly repairs: Counter;
+  private readonly peers: Gauge;
+
+  constructor(readonly registry: MetricsRegistry = new MetricsRegistry()) {
+    const r = registry;
+    this.requests = r.counter('meshnet_requests_total', 'HTTP API requests answered, by endpoint and status.', ['endpoint', 'status']);
+    this.tokens = r.counter('meshnet_tokens_total', 'Tokens processed: prompt tokens in, generated tokens out.', ['direction']);
+    this.timeToFirstToken = r.histogram('meshnet_time_to_first_token_seconds', 'Time from session start to the first generated token.', TTFT_BUCKETS);
+    this.tokenLatency = r.histogram('meshnet_token_latency_seconds', 'Time per generated token after the first (session mean, once per token).', TOKEN_LATENCY_BUCKETS);
+    this.hopLatency = r.histogram('meshnet_hop_latency_seconds', 'Time per activation frame on one hop of the route (session mean, once per frame).', HOP_LATENCY_BUCKETS, ['hop']);
+    this.liveSessions = r.gauge('meshnet_live_sessions', 'Route Sessions running now.');
+    this.repairs = r.counter('meshnet_repairs_total', 'Hops rebuilt during a session: cache_miss (re-prefill) or replaced (another peer).', ['kind']);
+    this.peers = r.gauge('meshnet_peers', 'Peers in the mesh, by runtime.', ['runtime']);
+    for (const direction of ['in', 'out']) this.tokens.inc({ direction }, 0);
+    for (const kind of ['cache_miss', 'replaced']) this.repairs.inc({ kind }, 0);
+    this.setPeers({});
+  }
+
+  /** One API response sent (`endpoint` a route pattern such as '/v1/chat/completions', never a raw URL). */
+  requestFinished(endpoint: string, status: number): void {
+    this.requests.inc({ endpoint, status });
+  }
+
+  /**
+   * A closed Route Session: its tokens, time to first token, mean time per token after the
+   * first (recorded once per such token), each hop's mean frame time (recorded once per
+   * frame; hop is the position in the route, so series stay few as peers come and go) and
+   * its repairs.
+   */
+  sessionObserved(telemetry: SessionTelemetry): void {
+    this.tokens.inc({ direction: 'in' }, telemetry.promptTokens);
+    this.tokens.inc({ direction: 'out' }, telemetry.completionTokens);
+    const ttft = telemetry.timeToFirstTokenMs;
+    if (ttft !== undefined) {
+      this.timeToFirstToken.observe({}, ttft / 1000);
+      const decoded = telemetry.completionTokens - 1;
+      if (telemetry.finishedAt !== undefined && decoded > 0) {
+        const decodeMs = telemetry.finishedAt - (telemetry.startedAt + ttft);
+        if (decodeMs >= 0) this.tokenLatency.observe({}, decodeMs / decoded / 1000, decoded);
+      }
+    }
+    telemetry.hops.forEach((hop, index) => {
+      if (hop.frames > 0) this.hopLatency.observe({ hop: index }, hop.totalMs / hop.frames / 1000, hop.frames);
+    });
+    for (const repair of telemetry.repairs) this.repairs.inc({ kind: repair.kind });
+  }
+
+  setLiveSessions(count: number): void {
+    this.liveSessions.set({}, count);
+  }
+
+  /** Peers by runtime now; a runtime left out counts 0. */
+  setPeers(counts: PeerRuntimeCounts): void {
+    for (const runtime of RUNTIMES) this.peers.set({ runtime }, counts[runtime] ?? 0);
+  }
+
+  render(): string {
+    return this.registry.render();
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * The head's live state as the dashboard sees it (`GET /api/state`), the events that change
+ * it (`GET /api/events`, one SSE event per `MeshEvent`, named by its `kind`), and the pure
+ * reducer `applyEvent` that folds them. The head's store and the browser run the same
+ * reducer, so a snapshot followed by events gives the same state on both sides.
+ *
+ * Times are milliseconds since the epoch on the head's clock; durations are milliseconds.
+ */
+import type { LayerRange, WireDtype } from './protocol.ts';
+
+export { MESH_EVENT_KINDS, parseMeshEvent } from './dashboard-events.ts';
+
+/** Finished sessions kept, newest first. */
+export const FINISHED_SESSIONS_CAP = 50;
+/** Points kept in a session's tokens/s series. */
+export const RATE_POINTS_CAP = 60;
+/** Peers marked 'gone' kept visible; past this the longest-gone are dropped. */
+export const GONE_PEERS_CAP = 50;
+
+export interface ModelView {
+  readonly id: string;
+  readonly numLayers: number;
+  readonly dtype: WireDtype;
+}
+
+export type PeerRuntime = 'node' | 'browser' | 'head';
+export type PeerStatus = 'joining' | 'ready' | 'gone';
+
+export interface PeerView {
+  readonly id: string;
+  readonly runtime: PeerRuntime;
+  readonly executionProvider: string;
+  /** The device the executor runs on, when the peer reported it at `ready`. */
+  readonly device?: string;
+  readonly layers: readonly LayerRange[]; // loaded ranges, each [start, end)
+  readonly memoryBudgetBytes: number;
+  readonly kvBytes: number;
+  readonly kvEntries: number;
+  readonly status: PeerStatus;
+  /** Last stats message (or the join time before any). */
+  readonly lastHeartbeatAt: number;
+  readonly tokensServed: number;
+}
+
+export interface RouteHopView {
+  readonly peerId: string;
+  readonly range: LayerRange;
+}
+
+/** The current route over [0, numLayers), hops in order; empty with `reason` when none. */
+export interface RouteView {
+  readonly hops: readonly RouteHopView[];
+  readonly reason?: string;
+}
+
+export interface RatePoint {
+  readonly t: number;
+  readonly tokensPerSecond: number;
+}
+
+export interface SessionHopView {
+  readonly peerId: string;
+  readonly range: LayerRange;
+  readonly lastMs: number;
+  readonly meanMs: number;
+  readonly kvPositions: number;
+}
+
+export interface RepairView {
+  readonly kind: 'cache_miss' | 'replaced';
+  readonly hop: number;
+  readonly peerId: string; // the peer serving the hop after the repair
+  readonly lostPeerId?: string; // for 'replaced'
+}
+
+export type SessionState = 'running' | 'finished' | 'cancelled' | 'error';
+
+export interface SessionView {
+  /** The API response id (`chatcmpl-…`, `cmpl-…`), not the internal Route Session id. */
+  readonly id: string;
+  readonly model: string;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly startedAt: number;
+  readonly timeToFirstTokenMs?: number;
+  readonly tokensPerSecond: number;
+  /** Oldest first, at most RATE_POINTS_CAP points. */
+  readonly rate: readonly RatePoint[];
+  readonly hops: readonly SessionHopView[];
+  readonly repairs: readonly RepairView[];
+  readonly state: SessionState;
+  readonly error?: string;
+}
+
+export interface TotalsView {
+  readonly requests: number;
+  readonly errors: number;
+  readonly tokensOut: number;
+  /** Across the mesh, now. */
+  readonly tokensPerSecond: number;
+}
+
+export interface MeshState {
+  readonly model: ModelView;
+  readonly peers: readonly PeerView[];
+  readonly route: RouteView;
+  readonly sessions: readonly SessionView[]; // live, oldest first
+  readonly finished: readonly SessionView[]; // newest first, at most FINISHED_SESSIONS_CAP
+  readonly totals: TotalsView;
+  readonly headStartedAt: number;
+}
+
+/**
+ * What changes the state. Session events carry the whole view; on `session.updated` and
+ * `session.finished` the reducer appends the view's rate points newer than the ones it has
+ * (so the head may send one new point or the whole series).
+ */
+export type MeshEvent =
+  | { readonly kind: 'snapshot'; readonly state: MeshState }
+  | { readonly kind: 'peer.joined'; readonly peer: PeerView }
+  | { readonly kind: 'peer.updated'; readonly peer: PeerView }
+  | { readonly kind: 'peer.left'; readonly peerId: string }
+  | { readonly kind: 'route.changed'; readonly route: RouteView }
+  | { readonly kind: 'session.started'; readonly session: SessionView }
+  | { readonly kind: 'session.updated'; readonly session: SessionView }
+  | { readonly kind: 'session.finished'; readonly session: SessionView }
+  | { readonly kind: 'totals'; readonly totals: TotalsView };
+
+export type MeshEventKind = MeshEvent['kind'];
+
+export function emptyState(
+  model: ModelView = { id: '', numLayers: 0, dtype: 'fp32' },
+  headStartedAt = 0,
+): MeshState {
+  return {
+    model,
+    peers: [],
+    route: { hops: [] },
+    sessions: [],
+    finished: [],
+    totals: { requests: 0, errors: 0, tokensOut: 0, tokensPerSecond: 0 },
+    headStartedAt,
+  };
+}
+
+/**
+ * The next state after `event`. Never mutates `state` and never throws: updates for
+ * unknown peers or sessions leave the state as it is. `peer.joined` adds or replaces the
+ * peer (a re-joining peer replaces its gone entry); `peer.left` marks it 'gone' and keeps
+ * it visible. `session.finished` moves the session (known or not) to the front of
+ * `finished`, capped at FINISHED_SESSIONS_CAP.
+ */
+export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
+  switch (event.kind) {
+    case 'snapshot':
+      return event.state;
+    case 'peer.joined': {
+      const others = state.peers.filter((p) => p.id !== event.peer.id);
+      return { ...state, peers: [...others, event.peer] };
+    }
+    case 'peer.updated': {
+      if (!state.peers.some((p) => p.id === event.peer.id && p.status !== 'gone')) return state;
+      return { ...state, peers: state.peers.map((p) => (p.id === event.peer.id ? event.peer : p)) };
+    }
+    case 'peer.left': {
+      if (!state.peers.some((p) => p.id === event.peerId && p.status !== 'gone')) return state;
+      const marked = state.peers.filter((p) => p.id !== event.peerId);
+      const gone = { ...state.peers.find((p) => p.id === event.peerId)!, status: 'gone' as const };
+      return { ...state, peers: capGone([...marked, gone]) };
+    }
+    case 'route.changed':
+      return { ...state, route: event.route };
+    case 'session.started': {
+      const session = { ...event.session, rate: event.session.rate.slice(-RATE_POINTS_CAP) };
+      const others = state.sessions.filter((s) => s.id !== session.id);
+      return { ...state, sessions: [...others, session] };
+    }
+    case 'session.updated': {
+      const previous = state.sessions.find((s) => s.id === event.session.id);
+      if (!previous) return state;
+      const session = withRate(event.session, previous.rate);
+      return { ...state, sessions: state.sessions.map((s) => (s.id === session.id ? session : s)) };
+    }
+    case 'session.finished': {
+      const previous = state.sessions.find((s) => s.id === event.session.id);
+      const session = withRate(event.session, previous?.rate ?? []);
+      const finished = [session, ...state.finished.filter((s) => s.id !== session.id)];
+      return {
+        ...state,
+        sessions: previous ? state.sessions.filter((s) => s !== previous) : state.sessions,
+        finished: finished.slice(0, FINISHED_SESSIONS_CAP),
+      };
+    }
+    case 'totals':
+      return { ...state, totals: event.totals };
+    default:
+      return state; // a kind this build does not know (a newer head)
+  }
+}
+
+/** `session` with `previous` extended by its points newer than the last one, capped. */
+function withRate(session: SessionView, previous: readonly RatePoint[]): SessionView {
+  const last = previous.length > 0 ? previous[previous.length - 1]!.t : -Infinity;
+  const rate = [...previous, ...session.rate.filter((p) => p.t > last)].slice(-RATE_POINTS_CAP);
+  return { ...session, rate };
+}
+
+/** Drop the earliest-marked gone peers past GONE_PEERS_CAP (gone peers are appended). */
+function capGone(peers: PeerView[]): PeerView[] {
+  let excess = peers.filter((p) => p.status === 'gone').length - GONE_PEERS_CAP;
+  if (excess <= 0) return peers;
+  return peers.filter((p) => p.status !== 'gone' || excess-- <= 0);
+}
