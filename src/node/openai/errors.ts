@@ -1,0 +1,183 @@
+/**
+ * The OpenAI error shape and the one place engine errors become HTTP errors.
+ *
+ * Every refusal the OpenAI edge makes is an {@link ApiError}; `toErrorBody` turns it into
+ * exactly what api.openai.com sends: `{ error: { message, type, param, code } }`. Engine
+ * errors (sampling, route, template) are typed in core and mapped here once, by `mapError`.
+ * No h3 import: the routes that set the status and write the body live elsewhere.
+ */
+import { TokenizerError } from '../../core/model/tokenizer-error.ts';
+import { PlanError } from '../../core/route/plan-error.ts';
+import { RouteUnavailableError } from '../../core/route/route-errors.ts';
+import { SamplingParamError } from '../../core/sampling/params.ts';
+
+/** OpenAI `error.type` values this server sends. */
+export type ApiErrorType = 'invalid_request_error' | 'requests' | 'server_error';
+
+/** The JSON body of every error response. */
+export interface ErrorBody {
+  readonly error: {
+    readonly message: string;
+    readonly type: ApiErrorType;
+    readonly param: string | null;
+    readonly code: string | null;
+  };
+}
+
+/**
+ * A refusal with its HTTP status. `param` names the request field at fault (OpenAI style,
+ * e.g. `messages[0].content`), `code` is OpenAI's machine-readable code. `retryAfterSeconds`,
+ * when set, is meant for a `Retry-After` header (429, 503). `cause` keeps the engine error
+ * for logs; it never reaches the client.
+ */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  readonly status: number;
+  readonly type: ApiErrorType;
+  readonly param: string | null;
+  readonly code: string | null;
+  readonly retryAfterSeconds?: number;
+
+  constructor(
+    status: number,
+    message: string,
+    fields: {
+      type: ApiErrorType;
+      param?: string | null;
+      code?: string | null;
+      retryAfterSeconds?: number;
+      cause?: unknown;
+    },
+  ) {
+    super(message, fields.cause === undefined ? undefined : { cause: fields.cause });
+    this.status = status;
+    this.type = fields.type;
+    this.param = fields.param ?? null;
+    this.code = fields.code ?? null;
+    if (fields.retryAfterSeconds !== undefined) this.retryAfterSeconds = fields.retryAfterSeconds;
+  }
+}
+
+/** `{ error: { message, type, param, code } }` — exactly these four keys. */
+export function toErrorBody(err: ApiError): ErrorBody {
+  return { error: { message: err.message, type: err.type, param: err.param, code: err.code } };
+}
+
+/** 400: the request is malformed. `param` names the field, `code` is e.g. `invalid_type`. */
+export function invalidRequest(message: string, param: string | null = null, code: string | null = null): ApiError {
+  return new ApiError(400, message, { type: 'invalid_request_error', param, code });
+}
+
+/** 400: the body is not JSON (the h3 route catches the parse failure). */
+export function invalidJsonBody(): ApiError {
+  return invalidRequest(
+    'We could not parse the JSON body of your request. The API expects a JSON payload, but what was sent was not valid JSON.',
+    null,
+    'invalid_json',
+  );
+}
+
+/** 401: missing or wrong bearer key. The key itself is never echoed. */
+export function unauthorized(message = 'Incorrect API key provided.'): ApiError {
+  return new ApiError(401, message, { type: 'invalid_request_error', code: 'invalid_api_key' });
+}
+
+/** 404: the request names a model this head does not serve. */
+export function modelNotFound(model: string): ApiError {
+  return new ApiError(404, `The model '${model}' does not exist or you do not have access to it.`, {
+    type: 'invalid_request_error',
+    param: 'model',
+    code: 'model_not_found',
+  });
+}
+
+/** 404: no route for this method and path (OpenAI: `Invalid URL (POST /v1/foo)`). */
+export function unknownPath(method: string, path: string): ApiError {
+  return new ApiError(404, `Invalid URL (${method.toUpperCase()} ${path})`, { type: 'invalid_request_error' });
+}
+
+/** 405: the path exists but not for this method. */
+export function methodNotAllowed(method: string, path: string): ApiError {
+  return new ApiError(405, `Invalid method for URL (${method.toUpperCase()} ${path})`, { type: 'invalid_request_error' });
+}
+
+/** 413: the body is larger than `limitBytes`. */
+export function payloadTooLarge(limitBytes: number): ApiError {
+  return new ApiError(413, `Request body too large: the limit is ${limitBytes} bytes.`, {
+    type: 'invalid_request_error',
+    code: 'request_too_large',
+  });
+}
+
+/** 429: too many requests, or too many concurrent sessions (say which in `message`). */
+export function tooManyRequests(message: string, retryAfterSeconds?: number): ApiError {
+  return new ApiError(429, message, {
+    type: 'requests',
+    code: 'rate_limit_exceeded',
+    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+  });
+}
+
+/** 503: the mesh cannot serve the model now (no route); retry when peers join. */
+export function serviceUnavailable(message: string, retryAfterSeconds?: number, cause?: unknown): ApiError {
+  return new ApiError(503, message, {
+    type: 'server_error',
+    code: 'route_unavailable',
+    cause,
+    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+  });
+}
+
+/** 500 with a fixed message: internal details (messages, stacks, paths) stay in `cause`. */
+export function internalError(cause?: unknown): ApiError {
+  return new ApiError(500, 'The server had an error while processing your request.', { type: 'server_error', cause });
+}
+
+/** SamplingParams field → the OpenAI request field a client set. */
+const SAMPLING_PARAM_NAMES: Readonly<Record<string, string>> = {
+  temperature: 'temperature',
+  topK: 'top_k',
+  topP: 'top_p',
+  minP: 'min_p',
+  repetitionPenalty: 'repetition_penalty',
+  presencePenalty: 'presence_penalty',
+  frequencyPenalty: 'frequency_penalty',
+  seed: 'seed',
+  maxTokens: 'max_tokens',
+  logprobs: 'logprobs',
+  topLogprobs: 'top_logprobs',
+};
+
+/**
+ * Maps anything thrown while serving a request to one ApiError:
+ * ApiError → itself; SamplingParamError → 400 naming the OpenAI param; a chat template that
+ * refuses the conversation → 400 `messages`; RouteUnavailableError and PlanError
+ * `route_unavailable` → 503; anything else → 500 with a generic message (the original is
+ * kept as `cause` for logs, never sent).
+ */
+export function mapError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof SamplingParamError) {
+    const field = error.field.replace(/^(\w+)/, (name) => SAMPLING_PARAM_NAMES[name] ?? name);
+    return new ApiError(400, `Invalid '${field}': ${error.reason}.`, {
+      type: 'invalid_request_error',
+      param: field,
+      code: 'invalid_value',
+      cause: error,
+    });
+  }
+  if (error instanceof RouteUnavailableError || (error instanceof PlanError && error.code === 'route_unavailable')) {
+    return serviceUnavailable(`The model cannot be served right now (${error.message}). Retry when more peers have joined.`, undefined, error);
+  }
+  // Why the prefix test: TokenizerError also reports broken tokenizer files (a server fault);
+  // only a template that renders and then refuses the messages (raise_exception) is the client's.
+  if (error instanceof TokenizerError && error.detail.startsWith('chat template failed to render')) {
+    return new ApiError(400, `The model's chat template refused the messages: ${error.detail}`, {
+      type: 'invalid_request_error',
+      param: 'messages',
+      code: 'invalid_value',
+      cause: error,
+    });
+  }
+  return internalError(error);
+}

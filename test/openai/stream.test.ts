@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import type { SessionEvent } from '../../src/core/route/route-types.ts';
+import type { ResponseMeta } from '../../src/node/openai/responses.ts';
+import {
+  ChatStreamBuilder,
+  CompletionStreamBuilder,
+  chatStreamChunks,
+  collectGeneration,
+  completionStreamChunks,
+  type StreamOptions,
+} from '../../src/node/openai/stream.ts';
+
+const meta: ResponseMeta = { id: 'chatcmpl-1', created: 1700000000, model: 'm', systemFingerprint: 'fp_x' };
+const tokenText = (id: number) => `t${id}`;
+const head = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1700000000, model: 'm', system_fingerprint: 'fp_x' } as const;
+const textHead = { id: 'chatcmpl-1', object: 'text_completion', created: 1700000000, model: 'm', system_fingerprint: 'fp_x' } as const;
+
+/** t1, then t2 whose text is held back (a stop string might start), then the tail released at done. */
+const events: SessionEvent[] = [
+  { type: 'token', tokenId: 1, text: 't1', logprob: -0.5, topLogprobs: [{ tokenId: 1, logprob: -0.5 }] },
+  { type: 'token', tokenId: 2, text: '', logprob: -1, topLogprobs: [{ tokenId: 9, logprob: -0.25 }] },
+  { type: 'done', finishReason: 'length', text: 't2', usage: { promptTokens: 4, completionTokens: 2 } },
+];
+const usage = { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 };
+
+const options = (includeUsage: boolean, logprobs: boolean): StreamOptions => ({ meta, includeUsage, logprobs, tokenText });
+
+describe('chat stream', () => {
+  it('role chunk, content chunks, tail, final chunk', () => {
+    expect(chatStreamChunks(events, options(false, false))).toStrictEqual([
+      { ...head, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
+      { ...head, choices: [{ index: 0, delta: { content: 't1' }, logprobs: null, finish_reason: null }] },
+      { ...head, choices: [{ index: 0, delta: { content: 't2' }, logprobs: null, finish_reason: null }] },
+      { ...head, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }] },
+    ]);
+  });
+
+  it('with include_usage: usage null on every chunk, then a usage chunk with no choices', () => {
+    const chunks = chatStreamChunks(events, options(true, false));
+    expect(chunks).toHaveLength(5);
+    for (const chunk of chunks.slice(0, 4)) expect(chunk.usage).toBeNull();
+    expect(chunks[4]).toStrictEqual({ ...head, choices: [], usage });
+    expect(Object.keys(chunks[0])).toEqual(['id', 'object', 'created', 'model', 'system_fingerprint', 'choices', 'usage']);
+  });
+
+  it('with logprobs: one chunk per token, even when its text is held back', () => {
+    const chunks = chatStreamChunks(events, options(false, true));
+    expect(chunks.map((c) => c.choices[0].delta)).toEqual([{ role: 'assistant', content: '' }, { content: 't1' }, { content: '' }, { content: 't2' }, {}]);
+    expect(chunks[1].choices[0].logprobs).toStrictEqual({
+      content: [{ token: 't1', logprob: -0.5, bytes: [116, 49], top_logprobs: [{ token: 't1', logprob: -0.5, bytes: [116, 49] }] }],
+    });
+    expect(chunks[2].choices[0].logprobs).toStrictEqual({
+      content: [{ token: 't2', logprob: -1, bytes: [116, 50], top_logprobs: [{ token: 't9', logprob: -0.25, bytes: [116, 57] }] }],
+    });
+    expect(chunks[0].choices[0].logprobs).toBeNull();
+    expect(chunks[3].choices[0].logprobs).toBeNull();
+    expect(chunks[4].choices[0].logprobs).toBeNull();
+  });
+
+  it('with logprobs and include_usage', () => {
+    const chunks = chatStreamChunks(events, options(true, true));
+    expect(chunks).toHaveLength(6);
+    expect(chunks.at(-1)).toStrictEqual({ ...head, choices: [], usage });
+  });
+
+  it('a stop right away: role chunk and final chunk only', () => {
+    const stopped: SessionEvent[] = [{ type: 'done', finishReason: 'stop', text: '', usage: { promptTokens: 4, completionTokens: 1 } }];
+    expect(chatStreamChunks(stopped, options(false, false)).map((c) => [c.choices[0].delta, c.choices[0].finish_reason])).toEqual([
+      [{ role: 'assistant', content: '' }, null],
+      [{}, 'stop'],
+    ]);
+  });
+
+  it('start() sends the role chunk once; push adds it if start was not called; nothing after done', () => {
+    const early = new ChatStreamBuilder(options(false, false));
+    expect(early.start()).toHaveLength(1);
+    expect(early.start()).toEqual([]);
+    expect(early.push(events[0])).toHaveLength(1);
+
+    const late = new ChatStreamBuilder(options(false, false));
+    expect(late.push(events[0]).map((c) => c.choices[0].delta)).toEqual([{ role: 'assistant', content: '' }, { content: 't1' }]);
+    late.push(events[2]);
+    expect(() => late.push(events[0])).toThrow(/after done/);
+  });
+});
+
+describe('completion stream', () => {
+  it('text chunks, tail, final chunk with empty text', () => {
+    expect(completionStreamChunks(events, options(false, false))).toStrictEqual([
+      { ...textHead, choices: [{ text: 't1', index: 0, logprobs: null, finish_reason: null }] },
+      { ...textHead, choices: [{ text: 't2', index: 0, logprobs: null, finish_reason: null }] },
+      { ...textHead, choices: [{ text: '', index: 0, logprobs: null, finish_reason: 'length' }] },
+    ]);
+  });
+
+  it('with include_usage: usage null, then a usage chunk with no choices', () => {
+    const chunks = completionStreamChunks(events, options(true, false));
+    expect(chunks.map((c) => c.usage)).toEqual([null, null, null, usage]);
+    expect(chunks[3]).toStrictEqual({ ...textHead, choices: [], usage });
+  });
+
+  it('with logprobs: per-token legacy logprobs with running text offsets', () => {
+    const more: SessionEvent[] = [events[0], events[1], { type: 'token', tokenId: 3, text: 't2t3', logprob: -2, topLogprobs: [] }, events[2]];
+    const chunks = completionStreamChunks(more, options(false, true));
+    expect(chunks.map((c) => c.choices[0].logprobs)).toStrictEqual([
+      { tokens: ['t1'], token_logprobs: [-0.5], top_logprobs: [{ t1: -0.5 }], text_offset: [0] },
+      { tokens: ['t2'], token_logprobs: [-1], top_logprobs: [{ t9: -0.25, t2: -1 }], text_offset: [2] },
+      { tokens: ['t3'], token_logprobs: [-2], top_logprobs: [{ t3: -2 }], text_offset: [2] },
+      null,
+      null,
+    ]);
+    expect(chunks.map((c) => c.choices[0].text)).toEqual(['t1', '', 't2t3', 't2', '']);
+    expect(new CompletionStreamBuilder(options(false, false)).push(events[2]).map((c) => c.choices[0].finish_reason)).toEqual([null, 'length']);
+  });
+});
+
+describe('collectGeneration', () => {
+  async function* from(list: SessionEvent[], thenThrow?: Error): AsyncGenerator<SessionEvent> {
+    yield* list;
+    if (thenThrow) throw thenThrow;
+  }
+
+  it('joins token texts and the tail, keeps tokens and usage', async () => {
+    const result = await collectGeneration(from(events));
+    expect(result.text).toBe('t1t2');
+    expect(result.finishReason).toBe('length');
+    expect(result.usage).toEqual({ promptTokens: 4, completionTokens: 2 });
+    expect(result.tokens.map((t) => t.tokenId)).toEqual([1, 2]);
+  });
+
+  it('propagates session errors and refuses a stream without done', async () => {
+    await expect(collectGeneration(from(events.slice(0, 1), new Error('hop lost')))).rejects.toThrow('hop lost');
+    await expect(collectGeneration(from(events.slice(0, 2)))).rejects.toThrow(/without a done event/);
+  });
+});
