@@ -268,3 +268,24 @@ describe('decodeFrame fuzz: only ProtocolError, never anything else', () => {
     expect(decoded).toBeGreaterThan(0); // some mutations only touch values: still valid frames
   });
 });
+
+describe('decodeFrame on a Node Buffer from a socket', () => {
+  it('copies the payload out of a pooled Buffer (whose slice() is a view, not a copy)', async () => {
+    const { Buffer } = await import('node:buffer');
+    const { encodeFrame, decodeFrame } = await import('../../src/core/frames/frame-codec.ts');
+    const values = Float32Array.from({ length: 12 }, (_, i) => i + 0.5);
+    const frame = encodeFrame({
+      kind: 'decode',
+      requestId: 7,
+      sessionId: '1b4e28ba-2fa1-11d2-883f-0016d3cca427',
+      startPosition: 3,
+      range: { start: 0, end: 2 },
+      activations: { dtype: 'fp32', data: values, tokens: 3, hiddenSize: 4 },
+    });
+    // Like ws: the message sits at an odd offset inside a larger pooled ArrayBuffer.
+    const pool = Buffer.alloc(frame.byteLength + 3 + 64, 0xff);
+    pool.set(frame, 3);
+    const decoded = decodeFrame(pool.subarray(3, 3 + frame.byteLength));
+    expect(Array.from(decoded.activations.data)).toEqual(Array.from(values));
+  });
+});

@@ -184,7 +184,9 @@ export function decodeFrame(bytes: Uint8Array): ActivationFrame {
   const count = tokens * hiddenSize;
   let data: Float32Array | Uint16Array;
   if (HOST_LITTLE_ENDIAN) {
-    const copy = bytes.slice(FRAME_HEADER_BYTES); // fresh ArrayBuffer at offset 0: aligned
+    // A fresh ArrayBuffer at offset 0 (aligned). Not `bytes.slice()`: on a Node Buffer that is a view.
+    const copy = new Uint8Array(bytes.byteLength - FRAME_HEADER_BYTES);
+    copy.set(bytes.subarray(FRAME_HEADER_BYTES));
     data = dtype === 'fp32' ? new Float32Array(copy.buffer, 0, count) : new Uint16Array(copy.buffer, 0, count);
   } else if (dtype === 'fp32') {
     data = Float32Array.from({ length: count }, (_, i) => view.getFloat32(FRAME_HEADER_BYTES + 4 * i, true));

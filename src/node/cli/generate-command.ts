@@ -11,6 +11,8 @@ import { StreamDecoder } from '../../core/model/stream-decoder.ts';
 import { loadLocalPipeline, openLocalModel, openLocalTokenizer } from '../local-model.ts';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } from './args.ts';
+import { generateDistributed } from './generate-distributed.ts';
+import { parseHeadLayers } from './head-layers.ts';
 
 export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]
 
@@ -25,6 +27,9 @@ export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --p
   --split A,B          chain shard graphs [0,A) [A,B) [B,L)
   --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
+  --local-peers N      spawn N Node peer processes on loopback and run across them
+  --link direct|relay  how the head reaches local peers (default relay)
+  --head-layers L      auto|none|START:END layers the head holds (default none with peers)
   --json               print one JSON line: token_ids, text, finish_reason, device, …`;
 
 export async function generateCommand(argv: string[]): Promise<void> {
@@ -43,6 +48,9 @@ export async function generateCommand(argv: string[]): Promise<void> {
       device: { type: 'string' },
       dtype: { type: 'string' },
       json: { type: 'boolean', default: false },
+      'local-peers': { type: 'string' },
+      link: { type: 'string' },
+      'head-layers': { type: 'string' },
     },
     strict: true,
   });
@@ -73,6 +81,28 @@ export async function generateCommand(argv: string[]): Promise<void> {
     maxTokens,
     stopTokenIds: [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])],
   });
+  const localPeers = parseInteger('local-peers', values['local-peers'], 0);
+  if (localPeers > 0 || values['head-layers'] !== undefined) {
+    if (values.split !== undefined) throw new UsageError('--split chains shards in one process; with peers the planner splits the layers');
+    const started = performance.now();
+    const run = await generateDistributed({
+      model,
+      tokenizer,
+      promptIds,
+      params,
+      localPeers,
+      link: parseChoice('link', values.link, ['relay', 'direct'] as const, 'relay'),
+      headLayers: parseHeadLayers(values['head-layers'], localPeers > 0 ? 'none' : 'auto', config.numLayers),
+      device,
+      dtype,
+      onText: values.json ? undefined : (delta) => process.stdout.write(delta),
+    });
+    process.stderr.write(`meshnet: ${run.tokenIds.length} tokens over ${run.hops.length} hop(s) in ${(performance.now() - started).toFixed(0)} ms: ${run.hops.map((h) => `${h.peerId}[${h.range[0]},${h.range[1]}) ${h.meanMs.toFixed(2)} ms/frame`).join(', ')}\n`);
+    if (values.json) {
+      process.stdout.write(JSON.stringify({ token_ids: run.tokenIds, text: run.text, finish_reason: run.finishReason, device: run.hops[0]?.device, prompt_ids: promptIds, hops: run.hops, repairs: run.repairs, dtype }) + '\n');
+    } else process.stdout.write('\n');
+    return;
+  }
   const ranges = rangesFromSplit(config.numLayers, parseIntegerList('split', values.split) ?? []);
 
   const started = performance.now();

@@ -1,6 +1,7 @@
 /** The `meshnet` command: subcommands, help, and one place that turns errors into exit codes. */
 import { GENERATE_USAGE, generateCommand } from './generate-command.ts';
 import { UsageError } from './args.ts';
+import { PEER_USAGE, peerCommand } from './peer-command.ts';
 
 interface Command {
   readonly summary: string;
@@ -9,7 +10,8 @@ interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
-  generate: { summary: 'run a model in one process and print the generated text', usage: GENERATE_USAGE, run: generateCommand },
+  generate: { summary: 'run a model (in one process, or across local peers) and print the generated text', usage: GENERATE_USAGE, run: generateCommand },
+  peer: { summary: 'run a Node shard peer that joins a head', usage: PEER_USAGE, run: peerCommand },
 };
 
 function help(): string {

@@ -1,0 +1,33 @@
+/**
+ * Admitting a peer at `hello`: protocol major version and join token. Pure; the gateway
+ * sends the resulting `welcome` or `error` and closes refused sockets.
+ */
+import type { ControlMessage, ErrorMessage, HelloMessage } from '../../shared/control.ts';
+import { isCompatibleVersion, PROTOCOL_VERSION } from '../../shared/protocol.ts';
+
+export interface AdmissionPolicy {
+  /** The mesh's join token; undefined admits peers without one. */
+  readonly joinToken?: string;
+}
+
+export type Admission = { readonly ok: true; readonly hello: HelloMessage } | { readonly ok: false; readonly error: ErrorMessage };
+
+/** Compare without an early exit, so timing does not reveal how much of a token matched. */
+export function sameToken(a: string, b: string): boolean {
+  let diff = a.length ^ b.length;
+  for (let i = 0; i < Math.max(a.length, b.length); i++) diff |= (a.charCodeAt(i) | 0) ^ (b.charCodeAt(i) | 0);
+  return diff === 0;
+}
+
+export function admitHello(message: ControlMessage, policy: AdmissionPolicy): Admission {
+  const refuse = (code: ErrorMessage['code'], text: string): Admission => ({ ok: false, error: { kind: 'error', id: message.id, code, message: text } });
+  if (message.kind !== 'hello') return refuse('protocol_error', `the first message must be 'hello', got '${message.kind}'`);
+  if (!isCompatibleVersion(message.protocol)) {
+    return refuse('version_mismatch', `protocol ${message.protocol.major}.${message.protocol.minor} is not compatible with the head's ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
+  }
+  if (policy.joinToken !== undefined) {
+    if (message.joinToken === undefined) return refuse('unauthorized', 'this mesh needs a join token: start the peer with --join-token (the head prints it)');
+    if (!sameToken(message.joinToken, policy.joinToken)) return refuse('unauthorized', 'the join token is wrong');
+  }
+  return { ok: true, hello: message };
+}

@@ -1,0 +1,57 @@
+/** `meshnet peer`: run a Node shard peer that joins a head. */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { runPeer } from '../peer/run-peer.ts';
+import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { parseChoice, parseInteger, UsageError } from './args.ts';
+
+export const PEER_USAGE = `meshnet peer --head ws://HOST:PORT/peer/ws [options]
+
+  --head URL           the head's peer endpoint (required)
+  --listen PORT        also accept direct links on this port (0 = any free port)
+  --listen-host HOST   address to listen on (default 127.0.0.1)
+  --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
+  --memory-budget MB   memory for weights and KV (default: half of the free memory)
+  --join-token T       the mesh's join token (or MESHNET_JOIN_TOKEN)
+  --threads N          onnxruntime threads per shard
+  --peer-id ID         name shown on the head (default node-<host>-<pid>)`;
+
+export async function peerCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      head: { type: 'string' },
+      listen: { type: 'string' },
+      'listen-host': { type: 'string' },
+      device: { type: 'string' },
+      'memory-budget': { type: 'string' },
+      'join-token': { type: 'string' },
+      threads: { type: 'string' },
+      'peer-id': { type: 'string' },
+    },
+    strict: true,
+  });
+  if (!values.head) throw new UsageError('--head ws://HOST:PORT/peer/ws is required');
+  if (!/^wss?:\/\//.test(values.head)) throw new UsageError(`--head: '${values.head}' is not a ws:// or wss:// URL`);
+  const budgetMb = parseInteger('memory-budget', values['memory-budget'], Math.floor(os.freemem() / 2 / 2 ** 20), 1);
+  const peer = await runPeer({
+    headUrl: values.head,
+    listenPort: values.listen === undefined ? undefined : parseInteger('listen', values.listen, 0),
+    listenHost: values['listen-host'],
+    device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
+    memoryBudgetBytes: budgetMb * 2 ** 20,
+    joinToken: values['join-token'] ?? process.env.MESHNET_JOIN_TOKEN,
+    threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
+    peerId: values['peer-id'],
+    log: (line) => process.stderr.write(`meshnet peer: ${line}\n`),
+  });
+  const stop = async () => {
+    await peer.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  const reason = await peer.closed;
+  process.stderr.write(`meshnet peer: the head connection ended (${reason}); exiting\n`);
+  await peer.close();
+}

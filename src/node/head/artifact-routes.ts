@@ -1,0 +1,54 @@
+/**
+ * `GET /artifacts/<modelKey>/<part>/<file>`: peers fetch the shard artifact they were
+ * assigned — `manifest.json`, `graph.onnx` and the packed `weights.bin` (just that part's
+ * weights). Guarded by the join token (header `x-meshnet-token` or `?token=`).
+ */
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import type { H3 } from 'h3';
+import { parsePartName } from '../../core/model/part-name.ts';
+import { sameToken } from '../../core/route/peer-admission.ts';
+import { WEIGHTS_FILE } from '../../core/runtime/ort-session.ts';
+import { getShardArtifact, shardWeightsFolder } from '../artifact-cache.ts';
+import type { LocalModel } from '../local-model.ts';
+
+export const ARTIFACT_TOKEN_HEADER = 'x-meshnet-token';
+
+const json = (status: number, message: string) =>
+  new Response(JSON.stringify({ error: { message, type: 'artifact_error', param: null, code: null } }), {
+    status,
+    headers: { 'content-type': 'application/json' },
+  });
+
+export function mountArtifactRoutes(app: H3, model: LocalModel, joinToken: string | undefined): void {
+  app.get('/artifacts/:key/:part/:file', async (event) => {
+    const request = event.req;
+    if (joinToken !== undefined) {
+      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token') ?? '';
+      if (!sameToken(given, joinToken)) return json(401, 'a valid join token is required to fetch artifacts');
+    }
+    const { key, part: name, file } = event.context.params as { key: string; part: string; file: string };
+    if (key !== model.key) return json(404, `this head serves model ${model.key}, not ${key}`);
+    const parsed = parsePartName(name);
+    if (!parsed) return json(404, `'${name}' is not a part name`);
+    if (parsed.part.kind === 'layers' && parsed.part.range.end > model.checkpoint.config.numLayers) return json(404, `the model has ${model.checkpoint.config.numLayers} layers`);
+    const { artifact } = await getShardArtifact(model.checkpoint, model.key, parsed.part, parsed.dtype);
+    switch (file) {
+      case 'manifest.json':
+        return new Response(JSON.stringify(artifact.manifest), { headers: { 'content-type': 'application/json' } });
+      case 'graph.onnx':
+        return new Response(artifact.graph as Uint8Array<ArrayBuffer>, { headers: { 'content-type': 'application/octet-stream' } });
+      case WEIGHTS_FILE: {
+        const folder = await shardWeightsFolder(artifact, model.checkpoint.source);
+        const weights = path.join(folder, WEIGHTS_FILE);
+        const size = (await stat(weights)).size;
+        const body = Readable.toWeb(createReadStream(weights)) as ReadableStream<Uint8Array>;
+        return new Response(body, { headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) } });
+      }
+      default:
+        return json(404, `unknown artifact file '${file}'`);
+    }
+  });
+}

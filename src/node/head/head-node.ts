@@ -1,0 +1,137 @@
+/**
+ * The head worker's engine side: the model's embedding and LM head, the mesh of peers (the
+ * head's own layers as an in-process peer unless `headLayers` is 'none'), the /peer/ws
+ * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh.
+ * HTTP APIs (OpenAI, dashboard) mount onto `app` before the server starts.
+ */
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { H3 } from 'h3';
+import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { TextTokenizer } from '../../core/model/tokenizer.ts';
+import type { LayerRange } from '../../core/model/types.ts';
+import { ShardPeer } from '../../core/peer/shard-peer.ts';
+import { Mesh } from '../../core/route/mesh.ts';
+import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
+import { RouteSession, type RouteSessionRequest } from '../../core/route/route-session.ts';
+import { InProcessLink } from '../../core/runtime/in-process-link.ts';
+import type { HeadRunner } from '../../core/runtime/ort-head-runner.ts';
+import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
+import type { SessionTelemetry } from '../../core/route/route-types.ts';
+import { getShardArtifact } from '../artifact-cache.ts';
+import type { LocalModel } from '../local-model.ts';
+import { localShardLoader } from '../local-shard-loader.ts';
+import { meshModel } from '../mesh-model.ts';
+import { startServer, type RunningServer } from '../net/start-server.ts';
+import { nodeLoaderOptions } from '../ort-node-runtime.ts';
+import { mountArtifactRoutes } from './artifact-routes.ts';
+import { createPeerGateway } from './peer-gateway.ts';
+
+export interface HeadOptions {
+  readonly model: LocalModel;
+  readonly tokenizer: TextTokenizer;
+  /** What clients call the model: folder name, Hub id or 'demo'. */
+  readonly name: string;
+  readonly port: number;
+  readonly host: string;
+  /** undefined: generate one. Use `null` to admit peers without a token. */
+  readonly joinToken?: string | null;
+  readonly link: 'relay' | 'direct';
+  readonly headLayers: 'auto' | 'none' | LayerRange;
+  readonly dtype: ActivationDtype;
+  readonly device: string;
+  readonly threads?: number;
+  /** The head's memory budget for its own layers and KV (default: half the free memory). */
+  readonly memoryBudgetBytes?: number;
+  readonly linkTimeoutMs?: number;
+  readonly log?: (line: string) => void;
+  /** Mount more routes (OpenAI API, dashboard) before the server starts. */
+  readonly mount?: (app: H3, head: HeadContext) => void;
+}
+
+export interface HeadContext {
+  readonly mesh: Mesh;
+  readonly headRunner: HeadRunner;
+  readonly tokenizer: TextTokenizer;
+  readonly model: LocalModel;
+  readonly name: string;
+  readonly joinToken: string | undefined;
+  openSession(request: RouteSessionRequest, signal?: AbortSignal, onUpdate?: (t: SessionTelemetry) => void): RouteSession;
+}
+
+export interface RunningHead extends HeadContext {
+  readonly url: string; // http://host:port/
+  readonly peerUrl: string; // ws://host:port/peer/ws
+  waitForPeers(count: number, timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function generateJoinToken(): string {
+  return randomBytes(16).toString('hex');
+}
+
+export async function startHead(options: HeadOptions): Promise<RunningHead> {
+  const { model, dtype } = options;
+  const log = options.log ?? (() => {});
+  const joinToken = options.joinToken === null ? undefined : (options.joinToken ?? generateJoinToken());
+  const budget = options.memoryBudgetBytes ?? Math.floor(os.freemem() / 2);
+  const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
+  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype);
+  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype);
+  const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+
+  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget });
+  let headPeer: ShardPeer | undefined;
+  if (options.headLayers !== 'none') {
+    headPeer = new ShardPeer({ loader: localShardLoader(model, { device: options.device, threads: options.threads }), kvBudgetBytes: budget });
+    mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer) });
+  }
+
+  const context: HeadContext = {
+    mesh,
+    headRunner,
+    tokenizer: options.tokenizer,
+    model,
+    name: options.name,
+    joinToken,
+    openSession: (request, signal, onUpdate) =>
+      new RouteSession({ head: headRunner, route: mesh, vocabSize: model.checkpoint.config.vocabSize, tokenizer: options.tokenizer, onUpdate }, request, signal),
+  };
+  const app = new H3();
+  const gateway = createPeerGateway({ mesh, joinToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log });
+  app.get('/peer/ws', gateway.handler);
+  mountArtifactRoutes(app, model, joinToken);
+  options.mount?.(app, context);
+  const server: RunningServer = await startServer(app, { port: options.port, host: options.host });
+  const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;
+
+  return {
+    ...context,
+    url: server.url,
+    peerUrl,
+    waitForPeers(count, timeoutMs) {
+      return new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (mesh.remotePeerCount < count) return false;
+          off();
+          clearTimeout(timer);
+          resolve();
+          return true;
+        };
+        const off = mesh.onChange(check);
+        const timer = setTimeout(() => {
+          off();
+          reject(new Error(`only ${mesh.remotePeerCount} of ${count} peers joined within ${timeoutMs / 1000} s`));
+        }, timeoutMs);
+        check();
+      });
+    },
+    async close() {
+      for (const peer of mesh.peers) mesh.removePeer(peer.id);
+      await gateway.closeAll('the head is shutting down');
+      await server.close();
+      await headPeer?.dispose();
+      await headRunner.dispose();
+    },
+  };
+}
