@@ -11,6 +11,8 @@ export class InProcessLink implements PeerLink {
   readonly closed: Promise<void>;
   private markClosed!: () => void;
   private closeReason: string | undefined;
+  /** Aborted (with a LinkClosedError) by close: pending calls reject at once, as on a socket. */
+  private readonly ended = new AbortController();
   private readonly handlers = new Set<(message: ControlMessage) => void>();
 
   constructor(private readonly peer: ShardPeer) {
@@ -18,20 +20,13 @@ export class InProcessLink implements PeerLink {
   }
 
   async request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    this.assertOpen();
-    signal?.throwIfAborted();
-    const reply = await this.peer.handleFrame(frame.slice());
-    this.assertOpen(); // dropped while the peer was working: the answer is lost, as on a socket
-    signal?.throwIfAborted();
+    const reply = await this.call(() => this.peer.handleFrame(frame.slice()), signal);
     if ('error' in reply) throw errorFromControlMessage(reply.error);
     return reply.frame;
   }
 
   async control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
-    this.assertOpen();
-    signal?.throwIfAborted();
-    const answer = await this.peer.handleControl(message);
-    this.assertOpen();
+    const answer = await this.call(() => this.peer.handleControl(message), signal);
     if (answer.kind === 'error') throw errorFromControlMessage(answer);
     return answer;
   }
@@ -45,10 +40,28 @@ export class InProcessLink implements PeerLink {
     if (this.closeReason !== undefined) return;
     this.closeReason = reason;
     this.handlers.clear();
+    this.ended.abort(new LinkClosedError(reason));
     this.markClosed();
   }
 
-  private assertOpen(): void {
+  /**
+   * Run one call on the peer. Closing the link or aborting `signal` rejects it at once, even
+   * while the peer is still working (its answer is then dropped, as a socket would drop it).
+   */
+  private async call<T>(work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (this.closeReason !== undefined) throw new LinkClosedError(this.closeReason);
+    signal?.throwIfAborted();
+    const stop = signal ? AbortSignal.any([signal, this.ended.signal]) : this.ended.signal;
+    let off = () => {};
+    const stopped = new Promise<never>((_, reject) => {
+      const onStop = () => reject(stop.reason);
+      stop.addEventListener('abort', onStop, { once: true });
+      off = () => stop.removeEventListener('abort', onStop);
+    });
+    try {
+      return await Promise.race([work(), stopped]);
+    } finally {
+      off();
+    }
   }
 }
