@@ -96,6 +96,12 @@ export class Mesh implements RouteProvider {
     }
   }
 
+  /** Load the current plan's ranges on their peers ahead of the first request. */
+  async prepare(signal?: AbortSignal): Promise<void> {
+    const plan = this.plan();
+    await Promise.all(plan.hops.map((hop) => this.ensureLoaded(this.member(hop.peerId), hop.range, signal)));
+  }
+
   async route(signal?: AbortSignal): Promise<HopLease[]> {
     const plan = this.plan();
     await Promise.all(plan.hops.map((hop) => this.ensureLoaded(this.member(hop.peerId), hop.range, signal)));

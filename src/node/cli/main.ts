@@ -2,6 +2,7 @@
 import { GENERATE_USAGE, generateCommand } from './generate-command.ts';
 import { UsageError } from './args.ts';
 import { PEER_USAGE, peerCommand } from './peer-command.ts';
+import { SERVE_USAGE, serveCommand } from './serve-command.ts';
 
 interface Command {
   readonly summary: string;
@@ -11,6 +12,7 @@ interface Command {
 
 const COMMANDS: Record<string, Command> = {
   generate: { summary: 'run a model (in one process, or across local peers) and print the generated text', usage: GENERATE_USAGE, run: generateCommand },
+  serve: { summary: 'run the head: OpenAI API, peers and dashboard (default model: demo)', usage: SERVE_USAGE, run: serveCommand },
   peer: { summary: 'run a Node shard peer that joins a head', usage: PEER_USAGE, run: peerCommand },
 };
 

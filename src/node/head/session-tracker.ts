@@ -1,0 +1,75 @@
+/**
+ * Live Route Sessions on the head: the `--max-sessions` slots, and their telemetry folded
+ * into the dashboard state and metrics (started, updated at most every `updateMs`, finished).
+ */
+import type { SessionTelemetry } from '../../core/route/route-types.ts';
+import type { HeadMetrics } from '../metrics/head-metrics.ts';
+import { sessionView, type MeshStateStore } from './state-store.ts';
+
+export interface TrackedSession {
+  /** Pass as the Route Session's `onUpdate`. */
+  readonly onUpdate: (telemetry: SessionTelemetry) => void;
+  /** Call once when the response is done (any outcome). */
+  finish(telemetry: SessionTelemetry): void;
+}
+
+export class SessionTracker {
+  private live = 0;
+  private requests = 0;
+  private errors = 0;
+  private tokensOut = 0;
+
+  constructor(
+    private readonly store: MeshStateStore,
+    private readonly metrics: HeadMetrics,
+    private readonly model: string,
+    private readonly maxSessions: number,
+    private readonly updateMs = 100,
+  ) {}
+
+  get liveSessions(): number {
+    return this.live;
+  }
+
+  /** A slot for a new session, or undefined when `maxSessions` are live. */
+  begin(apiId: string, telemetry: SessionTelemetry): TrackedSession | undefined {
+    if (this.live >= this.maxSessions) return undefined;
+    this.live++;
+    this.requests++;
+    this.metrics.setLiveSessions(this.live);
+    this.store.apply({ kind: 'session.started', session: sessionView(apiId, this.model, telemetry, Date.now()) });
+    let last = 0;
+    let done = false;
+    return {
+      onUpdate: (t) => {
+        const now = Date.now();
+        if (done || now - last < this.updateMs) return;
+        last = now;
+        this.store.apply({ kind: 'session.updated', session: sessionView(apiId, this.model, t, now) });
+      },
+      finish: (t) => {
+        if (done) return;
+        done = true;
+        this.live--;
+        if (t.outcome === 'error') this.errors++;
+        this.tokensOut += t.completionTokens;
+        this.metrics.setLiveSessions(this.live);
+        this.metrics.sessionObserved(t);
+        this.store.apply({ kind: 'session.finished', session: sessionView(apiId, this.model, t, Date.now()) });
+        this.publishTotals();
+      },
+    };
+  }
+
+  /** A request refused before it had a session (counts as an error in the totals). */
+  refused(): void {
+    this.requests++;
+    this.errors++;
+    this.publishTotals();
+  }
+
+  private publishTotals(): void {
+    const tokensPerSecond = this.store.state.sessions.reduce((sum, s) => sum + s.tokensPerSecond, 0);
+    this.store.apply({ kind: 'totals', totals: { requests: this.requests, errors: this.errors, tokensOut: this.tokensOut, tokensPerSecond } });
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * One OpenAI completion request as a Route Session: build the sampling parameters, open
+ * the session (with the client's disconnect signal), and answer as one JSON object or as an
+ * SSE stream. The first event is awaited before any byte is sent, so a route that cannot
+ * serve still gets its proper status (503) instead of a broken stream.
+ */
+import { randomUUID } from 'node:crypto';
+import type { RouteSession } from '../../core/route/route-session.ts';
+import type { SessionEvent } from '../../core/route/route-types.ts';
+import { validateSamplingParams } from '../../core/sampling/index.ts';
+import type { HeadContext } from '../head/head-node.ts';
+import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
+import { mapError, toErrorBody, tooManyRequests } from '../openai/errors.ts';
+import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
+import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
+import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
+import { errorResponse, jsonResponse } from './respond.ts';
+
+export interface RunnerContext {
+  readonly head: HeadContext;
+  readonly tracker: SessionTracker;
+  readonly contextLength: number;
+  readonly stopTokenIds: readonly number[];
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
+
+async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
+  if (first.done) return;
+  yield first.value;
+  for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
+}
+
+export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal): Promise<Response> {
+  const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
+  const params = validateSamplingParams({
+    ...request.sampling,
+    maxTokens,
+    stopTokenIds: ctx.stopTokenIds,
+    logprobs: request.logprobs,
+    topLogprobs: request.topLogprobs,
+  });
+  const uuid = randomUUID();
+  const meta: ResponseMeta = {
+    id: `${request.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${uuid.replaceAll('-', '')}`,
+    created: unixSeconds(),
+    model: ctx.head.name,
+    systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
+  };
+  const abort = new AbortController();
+  const onClientGone = () => abort.abort(new DOMException('the client disconnected', 'AbortError'));
+  if (clientSignal.aborted) onClientGone();
+  else clientSignal.addEventListener('abort', onClientGone, { once: true });
+  let tracked: TrackedSession | undefined;
+  const session: RouteSession = ctx.head.openSession({ sessionId: uuid, promptIds, params, stopStrings: request.stopStrings }, abort.signal, (t) => tracked?.onUpdate(t));
+  tracked = ctx.tracker.begin(meta.id, session.telemetry);
+  if (!tracked) {
+    ctx.tracker.refused();
+    throw tooManyRequests(`the server is running its maximum of ${ctx.tracker.liveSessions} sessions; retry shortly`, 1);
+  }
+  const done = () => {
+    clientSignal.removeEventListener('abort', onClientGone);
+    tracked!.finish(session.telemetry);
+  };
+  const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
+
+  if (!request.stream) {
+    try {
+      const result = await collectGeneration(session);
+      const body = request.kind === 'chat' ? chatCompletion(meta, result, request.logprobs ? tokenText : undefined) : textCompletion(meta, result, request.logprobs ? tokenText : undefined);
+      return jsonResponse(body);
+    } finally {
+      done();
+    }
+  }
+
+  const iterator = session[Symbol.asyncIterator]();
+  let first: IteratorResult<SessionEvent>;
+  try {
+    first = await iterator.next();
+  } catch (error) {
+    done();
+    return errorResponse(error);
+  }
+  const options = { meta, includeUsage: request.includeUsage, logprobs: request.logprobs, tokenText };
+  const builder = request.kind === 'chat' ? new ChatStreamBuilder(options) : new CompletionStreamBuilder(options);
+  const encoder = new TextEncoder();
+  const body = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      const send = (text: string) => controller.enqueue(encoder.encode(text));
+      try {
+        if (builder instanceof ChatStreamBuilder) for (const chunk of builder.start()) send(sseData(chunk));
+        for await (const event of replayFirst(first, iterator)) for (const chunk of builder.push(event)) send(sseData(chunk));
+        send(SSE_DONE);
+      } catch (error) {
+        if (!abort.signal.aborted) send(sseData(toErrorBody(mapError(error))));
+      } finally {
+        done();
+        try {
+          controller.close();
+        } catch {
+          // The client is gone; the stream is already closed.
+        }
+      }
+    },
+    cancel() {
+      onClientGone();
+    },
+  });
+  return new Response(body, { headers: SSE_HEADERS });
+}

@@ -1,0 +1,66 @@
+/**
+ * `/v1/models`, `/v1/chat/completions`, `/v1/completions` on h3. Each handler parses the
+ * body, renders and tokenizes the prompt, and hands over to the completion runner.
+ */
+import type { H3 } from 'h3';
+import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
+import { invalidRequest, modelNotFound } from '../openai/errors.ts';
+import { runCompletion, type RunnerContext } from './completion-runner.ts';
+import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
+
+export interface OpenAIRoutesOptions extends RunnerContext {
+  readonly bodyLimitBytes: number;
+  readonly defaultMaxTokens: number;
+  readonly startedAt: number;
+  readonly onResponse: (endpoint: string, status: number) => void;
+}
+
+export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
+  const { head } = options;
+  const defaults = { maxTokens: options.defaultMaxTokens, vocabSize: head.model.checkpoint.config.vocabSize };
+  const counted = (endpoint: string, handler: (request: Request) => Promise<Response>) => async (event: { req: Request }) => {
+    let response: Response;
+    try {
+      response = await handler(event.req);
+    } catch (error) {
+      response = errorResponse(error);
+    }
+    options.onResponse(endpoint, response.status);
+    return response;
+  };
+
+  app.get(
+    '/v1/models',
+    counted('/v1/models', async () =>
+      jsonResponse({ object: 'list', data: [{ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' }] }),
+    ),
+  );
+  app.get(
+    '/v1/models/:id',
+    counted('/v1/models', async (request) => {
+      const id = decodeURIComponent(new URL(request.url).pathname.slice('/v1/models/'.length));
+      if (id !== head.name) return errorResponse(modelNotFound(id));
+      return jsonResponse({ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' });
+    }),
+  );
+
+  app.post(
+    '/v1/chat/completions',
+    counted('/v1/chat/completions', async (request) => {
+      const parsed = parseChatRequest(await readJsonBody(request, options.bodyLimitBytes), head.name, defaults);
+      const prompt = head.tokenizer.applyChatTemplate(parsed.messages, { addGenerationPrompt: true });
+      const promptIds = head.tokenizer.encode(prompt, { addSpecialTokens: false });
+      return runCompletion(options, parsed, promptIds, request.signal);
+    }),
+  );
+
+  app.post(
+    '/v1/completions',
+    counted('/v1/completions', async (request) => {
+      const parsed = parseCompletionRequest(await readJsonBody(request, options.bodyLimitBytes), head.name, defaults);
+      const promptIds = typeof parsed.prompt === 'string' ? head.tokenizer.encode(parsed.prompt) : parsed.prompt;
+      if (promptIds.length === 0) throw invalidRequest('The prompt is empty after tokenization.', 'prompt');
+      return runCompletion(options, parsed, promptIds, request.signal);
+    }),
+  );
+}

@@ -1,0 +1,64 @@
+/**
+ * Operations endpoints: `/health` (open; 200 as soon as the server listens, readiness in
+ * the body), `/metrics` (open; Prometheus text), `/api/state` and `/api/events` (SSE, one
+ * named event per MeshEvent kind, a snapshot first) for the dashboard.
+ */
+import type { H3 } from 'h3';
+import type { HeadContext } from '../head/head-node.ts';
+import type { MeshStateStore } from '../head/state-store.ts';
+import type { HeadMetrics } from '../metrics/head-metrics.ts';
+import { PROMETHEUS_CONTENT_TYPE } from '../metrics/registry.ts';
+import { jsonResponse } from './respond.ts';
+
+export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore, metrics: HeadMetrics): void {
+  app.get('/health', () => {
+    let route: { ready: boolean; hops?: { peerId: string; range: [number, number] }[]; reason?: string };
+    try {
+      route = { ready: true, hops: head.mesh.plan().hops.map((h) => ({ peerId: h.peerId, range: [h.range.start, h.range.end] })) };
+    } catch (error) {
+      route = { ready: false, reason: error instanceof Error ? error.message : String(error) };
+    }
+    const peers = head.mesh.peers.map((p) => ({ id: p.id, runtime: p.runtime, device: p.device ?? p.executionProvider, layers: p.ranges.map((r) => [r.start, r.end]) }));
+    return jsonResponse({ status: 'ok', model: head.name, ready: route.ready, route, peers });
+  });
+
+  app.get('/metrics', () => new Response(metrics.render(), { headers: { 'content-type': PROMETHEUS_CONTENT_TYPE } }));
+
+  app.get('/api/state', () => jsonResponse(store.state));
+
+  app.get('/api/events', (event) => {
+    const encoder = new TextEncoder();
+    let unsubscribe = () => {};
+    let keepAlive: ReturnType<typeof setInterval> | undefined;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        const send = (kind: string, data: unknown) => controller.enqueue(encoder.encode(`event: ${kind}\ndata: ${JSON.stringify(data)}\n\n`));
+        const snapshot = store.snapshotEvent();
+        send(snapshot.kind, snapshot);
+        unsubscribe = store.subscribe((e) => {
+          try {
+            send(e.kind, e);
+          } catch {
+            unsubscribe();
+          }
+        });
+        keepAlive = setInterval(() => {
+          try {
+            controller.enqueue(encoder.encode(': keep-alive\n\n'));
+          } catch {
+            clearInterval(keepAlive);
+          }
+        }, 15_000);
+        event.req.signal.addEventListener('abort', () => {
+          unsubscribe();
+          clearInterval(keepAlive);
+        });
+      },
+      cancel() {
+        unsubscribe();
+        clearInterval(keepAlive);
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' } });
+  });
+}

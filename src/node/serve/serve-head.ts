@@ -1,0 +1,141 @@
+/**
+ * `meshnet serve` as a function: resolve the model, start the head (mesh, /peer/ws,
+ * artifacts) with the OpenAI API, operations endpoints and dashboard mounted, and
+ * optionally spawn local peers. Tests call this directly on loopback ports.
+ */
+import type { H3 } from 'h3';
+import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { LayerRange } from '../../core/model/types.ts';
+import { emptyState } from '../../shared/dashboard-state.ts';
+import { startHead, type HeadContext, type RunningHead } from '../head/head-node.ts';
+import { feedMeshState } from '../head/mesh-feed.ts';
+import { SessionTracker } from '../head/session-tracker.ts';
+import { MeshStateStore } from '../head/state-store.ts';
+import { isAuthorized, isGuardedPath, KEY_COOKIE } from '../http/auth.ts';
+import { mountOpenAIRoutes } from '../http/openai-routes.ts';
+import { mountOpsRoutes } from '../http/ops-routes.ts';
+import { errorResponse } from '../http/respond.ts';
+import { openLocalModel } from '../local-model.ts';
+import { HeadMetrics } from '../metrics/head-metrics.ts';
+import { resolveModel } from '../models/resolve-model.ts';
+import { unauthorized, unknownPath } from '../openai/errors.ts';
+import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
+import { loadTokenizer } from '../tokenizer-files.ts';
+
+export interface ServeOptions {
+  readonly model: string; // folder, Hub id or 'demo'
+  readonly port: number;
+  readonly host: string;
+  readonly localPeers: number;
+  readonly link: 'relay' | 'direct';
+  readonly headLayers: 'auto' | 'none' | LayerRange | string;
+  readonly apiKey?: string;
+  readonly joinToken?: string | null;
+  readonly maxSessions: number;
+  readonly chatTemplateFile?: string;
+  readonly device: string;
+  readonly dtype: ActivationDtype;
+  readonly threads?: number;
+  readonly bodyLimitBytes?: number;
+  readonly linkTimeoutMs?: number;
+  readonly log?: (line: string) => void;
+  /** More routes (the dashboard, the browser peer page). */
+  readonly mount?: (app: H3, head: HeadContext) => void;
+}
+
+export interface ServingHead {
+  readonly head: RunningHead;
+  readonly store: MeshStateStore;
+  readonly metrics: HeadMetrics;
+  readonly tracker: SessionTracker;
+  readonly peers?: LocalPeers;
+  readonly modelId: string;
+  close(): Promise<void>;
+}
+
+export async function serveHead(options: ServeOptions): Promise<ServingHead> {
+  const log = options.log ?? (() => {});
+  const resolved = await resolveModel(options.model);
+  const model = await openLocalModel(resolved.dir);
+  const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
+  if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
+  const config = model.checkpoint.config;
+  const headLayers = typeof options.headLayers === 'string' && options.headLayers !== 'auto' && options.headLayers !== 'none' ? parseRange(options.headLayers) : (options.headLayers as 'auto' | 'none' | LayerRange);
+  const startedAt = Date.now();
+  const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
+  const metrics = new HeadMetrics();
+  const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
+  const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
+  const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
+
+  const head = await startHead({
+    model,
+    tokenizer,
+    name: resolved.id,
+    port: options.port,
+    host: options.host,
+    joinToken: options.joinToken,
+    link: options.link,
+    headLayers,
+    dtype: options.dtype,
+    device: options.device,
+    threads: options.threads,
+    linkTimeoutMs: options.linkTimeoutMs,
+    log,
+    mount(app, ctx) {
+      app.use((event, next) => {
+        const url = new URL(event.req.url);
+        if (!isGuardedPath(url.pathname)) return next();
+        if (!isAuthorized(event.req, options.apiKey)) return errorResponse(unauthorized());
+        const key = url.searchParams.get('key');
+        if (key && url.pathname.startsWith('/dashboard')) {
+          event.res.headers.append('set-cookie', `${KEY_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; SameSite=Strict`);
+        }
+        return next();
+      });
+      mountOpenAIRoutes(app, {
+        head: ctx,
+        tracker,
+        contextLength,
+        stopTokenIds,
+        bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
+        defaultMaxTokens: Math.min(512, contextLength),
+        startedAt,
+        onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
+      });
+      mountOpsRoutes(app, ctx, store, metrics);
+      options.mount?.(app, ctx);
+      app.all('/**', (event) => errorResponse(unknownPath(event.req.method, new URL(event.req.url).pathname)));
+    },
+  });
+  const feed = feedMeshState(head.mesh, store, metrics);
+  // Load each planned range as soon as the mesh changes, so the first request does not wait.
+  const prepare = () =>
+    void head.mesh.prepare().catch((error: unknown) => log(`route not ready: ${error instanceof Error ? error.message : String(error)}`));
+  const offPrepare = head.mesh.onChange(prepare);
+  prepare();
+  const peers =
+    options.localPeers > 0
+      ? spawnLocalPeers({ count: options.localPeers, headUrl: head.peerUrl, joinToken: head.joinToken, link: options.link, device: options.device, threads: options.threads ?? 1, log })
+      : undefined;
+  return {
+    head,
+    store,
+    metrics,
+    tracker,
+    peers,
+    modelId: resolved.id,
+    async close() {
+      offPrepare();
+      feed.close();
+      await head.close();
+      await peers?.close();
+    },
+  };
+}
+
+function parseRange(spec: string): LayerRange {
+  const match = /^(\d+):(\d+)$/.exec(spec);
+  if (!match) throw new Error(`--head-layers: '${spec}' is not auto, none or START:END`);
+  return { start: Number(match[1]), end: Number(match[2]) };
+}
