@@ -1,0 +1,100 @@
+/**
+ * Real heads on loopback for API tests: `serveHead` over stories260k (or the demo model) on
+ * port 0, the official `openai` client pointed at it, and small helpers for raw HTTP/SSE.
+ * Every test file closes what it starts in `afterAll`.
+ */
+import OpenAI from 'openai';
+import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
+import { STORIES_DIR } from '../engine/harness.ts';
+
+export { STORIES_DIR };
+
+/** The greedy text of stories260k from prompt [1], as the word-level stand-in tokenizer reads it. */
+export function storiesText(ids: readonly number[]): string {
+  return ids.map((id) => `t${id}`).join(' ');
+}
+
+/** A head serving stories260k on 127.0.0.1:0 that runs every layer itself (override any option). */
+export function serveStories(extra: Partial<ServeOptions> = {}): Promise<ServingHead> {
+  return serveHead({
+    model: STORIES_DIR,
+    port: 0,
+    host: '127.0.0.1',
+    localPeers: 0,
+    link: 'relay',
+    headLayers: 'auto',
+    maxSessions: 8,
+    device: 'cpu',
+    dtype: 'fp32',
+    threads: 1,
+    ...extra,
+  });
+}
+
+/** The official client against `serving` (no retries: a refusal must surface as it is). */
+export function clientFor(serving: ServingHead, apiKey = 'unused'): OpenAI {
+  return new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey, maxRetries: 0, timeout: 60_000 });
+}
+
+/** Whatever `fn` throws (fails the test when it does not throw). */
+export async function thrown(fn: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** POST `body` (already a string) as JSON and return status, headers and parsed body. */
+export async function postRaw(url: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown; headers: Headers }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: response.status, json, headers: response.headers };
+}
+
+/** Polls `check` every 20 ms until it holds or `timeoutMs` passes; returns whether it held. */
+export async function eventually(check: () => boolean, timeoutMs = 10_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (check()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return check();
+}
+
+/** Reads named SSE events (`event:` / `data:`) from a response body until `count` arrived. */
+export async function readSseEvents(response: Response, count: number): Promise<{ event: string; data: string }[]> {
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  const events: { event: string; data: string }[] = [];
+  let buffer = '';
+  try {
+    while (events.length < count) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let event = 'message';
+        const data: string[] = [];
+        for (const line of block.split('\n')) {
+          if (line.startsWith('event:')) event = line.slice(6).trim();
+          else if (line.startsWith('data:')) data.push(line.slice(5).trimStart());
+        }
+        if (data.length > 0) events.push({ event, data: data.join('\n') });
+      }
+    }
+  } finally {
+    await reader.cancel();
+  }
+  return events;
+}
