@@ -44,7 +44,9 @@ export function javascript(code: string, extra: Record<string, string> = {}): Re
   return new Response(code, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', ...extra } });
 }
 
-const ORT_DIST = path.dirname(createRequire(import.meta.url).resolve('onnxruntime-web/package.json')) + '/dist';
+// Why a wasm file: onnxruntime-web's `exports` map does not expose './package.json' (resolving it
+// throws ERR_PACKAGE_PATH_NOT_EXPORTED); its wasm files are exported and live in dist/.
+const ORT_DIST = path.dirname(createRequire(import.meta.url).resolve('onnxruntime-web/ort-wasm-simd-threaded.wasm'));
 const ORT_TYPES: Record<string, string> = { '.mjs': 'text/javascript', '.js': 'text/javascript', '.wasm': 'application/wasm' };
 
 /** A file of onnxruntime-web's dist folder (`ort-wasm-simd-threaded.jsep.wasm`, …), or 404. */
