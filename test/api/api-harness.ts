@@ -4,6 +4,8 @@
  * Every test file closes what it starts in `afterAll`.
  */
 import OpenAI from 'openai';
+import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
+import type { ControlMessage } from '../../src/shared/control.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { STORIES_DIR } from '../engine/harness.ts';
 
@@ -69,14 +71,19 @@ export async function eventually(check: () => boolean, timeoutMs = 10_000): Prom
   return check();
 }
 
-/** Reads named SSE events (`event:` / `data:`) from a response body until `count` arrived. */
-export async function readSseEvents(response: Response, count: number): Promise<{ event: string; data: string }[]> {
+export interface SseEvent {
+  readonly event: string;
+  readonly data: string;
+}
+
+/** Reads named SSE events (`event:` / `data:`) from a response body until `enough(events)`, then cancels it. */
+export async function readSseEvents(response: Response, enough: (events: readonly SseEvent[]) => boolean): Promise<SseEvent[]> {
   const reader = response.body!.getReader();
   const decoder = new TextDecoder();
-  const events: { event: string; data: string }[] = [];
+  const events: SseEvent[] = [];
   let buffer = '';
   try {
-    while (events.length < count) {
+    while (!enough(events)) {
       const { done, value } = await reader.read();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
@@ -97,4 +104,64 @@ export async function readSseEvents(response: Response, count: number): Promise<
     await reader.cancel();
   }
   return events;
+}
+
+/**
+ * A PeerLink that lets `open` activation frames through, then holds the rest until
+ * `release()`: a session stays live (and its stream open) for as long as a test needs.
+ * Control messages (assign, stats) always pass.
+ */
+export class GatedLink implements PeerLink {
+  private gate = deferred();
+  private passed = 0;
+
+  constructor(
+    private readonly inner: PeerLink,
+    public open: number,
+  ) {}
+
+  get closed(): Promise<void> {
+    return this.inner.closed;
+  }
+
+  /** Let every frame through from now on. */
+  release(): void {
+    this.open = Infinity;
+    this.gate.resolve();
+  }
+
+  /** Hold frames again after `open` more. */
+  hold(open: number): void {
+    this.passed = 0;
+    this.open = open;
+    this.gate = deferred();
+  }
+
+  async request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
+    if (this.passed++ >= this.open) {
+      const aborted = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+      aborted.catch(() => {});
+      await Promise.race([this.gate.promise, aborted]);
+    }
+    return this.inner.request(frame, signal);
+  }
+
+  control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
+    return this.inner.control(message, signal);
+  }
+
+  onMessage(handler: (message: ControlMessage) => void): () => void {
+    return this.inner.onMessage(handler);
+  }
+
+  close(reason?: string): Promise<void> {
+    this.gate.resolve();
+    return this.inner.close(reason);
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
 }
