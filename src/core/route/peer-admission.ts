@@ -8,6 +8,18 @@ import { isCompatibleVersion, PROTOCOL_VERSION } from '../../shared/protocol.ts'
 export interface AdmissionPolicy {
   /** The mesh's join token; undefined admits peers without one. */
   readonly joinToken?: string;
+  /**
+   * Admit peers on the head's own machine without a token (the head generated its token and
+   * nobody was told it: local browser tabs may join). A wrong token is still refused.
+   */
+  readonly allowLoopbackWithoutToken?: boolean;
+}
+
+/** 127.0.0.0/8, ::1 and their IPv4-mapped forms. */
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (!address) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return v4.startsWith('127.') || address === '::1';
 }
 
 export type Admission = { readonly ok: true; readonly hello: HelloMessage } | { readonly ok: false; readonly error: ErrorMessage };
@@ -19,14 +31,17 @@ export function sameToken(a: string, b: string): boolean {
   return diff === 0;
 }
 
-export function admitHello(message: ControlMessage, policy: AdmissionPolicy): Admission {
+export function admitHello(message: ControlMessage, policy: AdmissionPolicy, remoteAddress?: string): Admission {
   const refuse = (code: ErrorMessage['code'], text: string): Admission => ({ ok: false, error: { kind: 'error', id: message.id, code, message: text } });
   if (message.kind !== 'hello') return refuse('protocol_error', `the first message must be 'hello', got '${message.kind}'`);
   if (!isCompatibleVersion(message.protocol)) {
     return refuse('version_mismatch', `protocol ${message.protocol.major}.${message.protocol.minor} is not compatible with the head's ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
   }
   if (policy.joinToken !== undefined) {
-    if (message.joinToken === undefined) return refuse('unauthorized', 'this mesh needs a join token: start the peer with --join-token (the head prints it)');
+    if (message.joinToken === undefined) {
+      if (policy.allowLoopbackWithoutToken && isLoopbackAddress(remoteAddress)) return { ok: true, hello: message };
+      return refuse('unauthorized', 'this mesh needs a join token: start the peer with --join-token (the head prints it)');
+    }
     if (!sameToken(message.joinToken, policy.joinToken)) return refuse('unauthorized', 'the join token is wrong');
   }
   return { ok: true, hello: message };

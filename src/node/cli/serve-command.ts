@@ -15,6 +15,8 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --api-key K          require this key for /v1, /api and the dashboard
   --join-token T       peers must present this token (default: generated and printed)
   --max-sessions N     concurrent sessions before 429 (default 8)
+  --min-peers N        requests wait for N peers (Node or browser) to join…
+  --peer-wait S        …for up to S seconds (default 60), then get a 503
   --chat-template FILE a Jinja chat template overriding the model's
   --device D           ${Object.keys(NODE_DEVICES).join('|')} for the head's own work (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
@@ -33,6 +35,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'api-key': { type: 'string' },
       'join-token': { type: 'string' },
       'max-sessions': { type: 'string' },
+      'min-peers': { type: 'string' },
+      'peer-wait': { type: 'string' },
       'chat-template': { type: 'string' },
       device: { type: 'string' },
       dtype: { type: 'string' },
@@ -53,6 +57,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     apiKey: values['api-key'],
     joinToken: values['join-token'],
     maxSessions: parseInteger('max-sessions', values['max-sessions'], 8, 1),
+    minPeers: parseInteger('min-peers', values['min-peers'], 0),
+    peerWaitSeconds: parseInteger('peer-wait', values['peer-wait'], 60, 1),
     chatTemplateFile: values['chat-template'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { H3 } from 'h3';
 import { parsePartName } from '../../core/model/part-name.ts';
-import { sameToken } from '../../core/route/peer-admission.ts';
+import { isLoopbackAddress, sameToken } from '../../core/route/peer-admission.ts';
 import { WEIGHTS_FILE } from '../../core/runtime/ort-session.ts';
 import { getShardArtifact, shardWeightsFolder } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
@@ -22,12 +22,13 @@ const json = (status: number, message: string) =>
     headers: { 'content-type': 'application/json' },
   });
 
-export function mountArtifactRoutes(app: H3, model: LocalModel, joinToken: string | undefined): void {
+export function mountArtifactRoutes(app: H3, model: LocalModel, joinToken: string | undefined, allowLoopbackWithoutToken = false): void {
   app.get('/artifacts/:key/:part/:file', async (event) => {
     const request = event.req;
     if (joinToken !== undefined) {
-      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token') ?? '';
-      if (!sameToken(given, joinToken)) return json(401, 'a valid join token is required to fetch artifacts');
+      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token') ?? undefined;
+      const local = allowLoopbackWithoutToken && given === undefined && isLoopbackAddress((request as { ip?: string }).ip);
+      if (!local && !sameToken(given ?? '', joinToken)) return json(401, 'a valid join token is required to fetch artifacts');
     }
     const { key, part: name, file } = event.context.params as { key: string; part: string; file: string };
     if (key !== model.key) return json(404, `this head serves model ${model.key}, not ${key}`);

@@ -34,7 +34,10 @@ export interface HeadOptions {
   readonly name: string;
   readonly port: number;
   readonly host: string;
-  /** undefined: generate one. Use `null` to admit peers without a token. */
+  /**
+   * undefined: generate one (and let peers on this machine join without it); `null`: admit
+   * peers without a token.
+   */
   readonly joinToken?: string | null;
   readonly link: 'relay' | 'direct';
   readonly headLayers: 'auto' | 'none' | LayerRange;
@@ -98,9 +101,10 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       new RouteSession({ head: headRunner, route: mesh, vocabSize: model.checkpoint.config.vocabSize, tokenizer: options.tokenizer, onUpdate }, request, signal),
   };
   const app = new H3();
-  const gateway = createPeerGateway({ mesh, joinToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log });
+  const allowLoopbackWithoutToken = options.joinToken === undefined;
+  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log });
   app.get('/peer/ws', gateway.handler);
-  mountArtifactRoutes(app, model, joinToken);
+  mountArtifactRoutes(app, model, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);
   const server: RunningServer = await startServer(app, { port: options.port, host: options.host });
   const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;

@@ -81,7 +81,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
       }
       try {
         if (typeof data !== 'string') throw new ProtocolError('protocol_error', 'the first message must be a text hello');
-        const admission = admitHello(parseControlMessage(data), options);
+        const admission = admitHello(parseControlMessage(data), options, (peer as { remoteAddress?: string }).remoteAddress);
         if (!admission.ok) {
           peer.send(serializeControlMessage(admission.error));
           peer.close(4001, admission.error.code);

@@ -21,6 +21,8 @@ export interface RunnerContext {
   readonly tracker: SessionTracker;
   readonly contextLength: number;
   readonly stopTokenIds: readonly number[];
+  /** `--min-peers`: resolves once enough peers joined, rejects (→ 503) after `--peer-wait`. */
+  readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
@@ -32,6 +34,7 @@ async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIter
 }
 
 export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal): Promise<Response> {
+  await ctx.waitForPeers?.(clientSignal);
   const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
   const params = validateSamplingParams({
     ...request.sampling,

@@ -12,13 +12,15 @@ import { feedMeshState } from '../head/mesh-feed.ts';
 import { SessionTracker } from '../head/session-tracker.ts';
 import { MeshStateStore } from '../head/state-store.ts';
 import { isAuthorized, isGuardedPath, KEY_COOKIE } from '../http/auth.ts';
+import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
+import { mountPeerPage } from '../http/peer-page-routes.ts';
 import { errorResponse } from '../http/respond.ts';
 import { openLocalModel } from '../local-model.ts';
 import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
-import { unauthorized, unknownPath } from '../openai/errors.ts';
+import { serviceUnavailable, unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
 
@@ -32,6 +34,10 @@ export interface ServeOptions {
   readonly apiKey?: string;
   readonly joinToken?: string | null;
   readonly maxSessions: number;
+  /** Requests wait until this many peers (of any kind) joined… */
+  readonly minPeers?: number;
+  /** …for at most this many seconds (default 60), then get a 503. */
+  readonly peerWaitSeconds?: number;
   readonly chatTemplateFile?: string;
   readonly device: string;
   readonly dtype: ActivationDtype;
@@ -98,12 +104,15 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         tracker,
         contextLength,
         stopTokenIds,
+        waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
         defaultMaxTokens: Math.min(512, contextLength),
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
       mountOpsRoutes(app, ctx, store, metrics);
+      mountPeerPage(app);
+      mountDashboard(app);
       options.mount?.(app, ctx);
       app.all('/**', (event) => errorResponse(unknownPath(event.req.method, new URL(event.req.url).pathname)));
     },
@@ -132,6 +141,29 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       await peers?.close();
     },
   };
+}
+
+/** Resolve once `count` peers joined; a 503 after `seconds`. */
+function waitForMinPeers(ctx: HeadContext, count: number, seconds: number, signal: AbortSignal): Promise<void> {
+  if (ctx.mesh.remotePeerCount >= count) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const finish = (error?: Error) => {
+      off();
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      if (error) reject(error);
+      else resolve();
+    };
+    const off = ctx.mesh.onChange(() => {
+      if (ctx.mesh.remotePeerCount >= count) finish();
+    });
+    const onAbort = () => finish(new Error('the client went away while waiting for peers'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(
+      () => finish(serviceUnavailable(`waited ${seconds} s for ${count} peer(s) to join, ${ctx.mesh.remotePeerCount} did; open ${'/peer'} in a browser or start 'meshnet peer'`)),
+      seconds * 1000,
+    );
+  });
 }
 
 function parseRange(spec: string): LayerRange {

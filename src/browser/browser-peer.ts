@@ -1,0 +1,128 @@
+/**
+ * A browser tab as a shard peer: dials the head's /peer/ws (a relay link — tabs cannot
+ * accept connections), says hello with its runtime, execution provider, WebGPU adapter facts
+ * and memory budget, then serves the layer ranges it is assigned with the same ShardPeer the
+ * Node peer runs. A lost GPU device closes the link: the head treats it as a peer loss.
+ */
+import * as ort from 'onnxruntime-web/webgpu';
+import { PeerEndpoint } from '../core/peer/peer-endpoint.ts';
+import { ShardPeer } from '../core/peer/shard-peer.ts';
+import type { AdapterInfo, ControlMessage } from '../shared/control.ts';
+import { PROTOCOL_VERSION } from '../shared/protocol.ts';
+import { openBrowserSocket } from './browser-socket.ts';
+import { fetchShardLoader } from './fetch-loader.ts';
+
+export interface BrowserPeerStatus {
+  state: 'connecting' | 'connected' | 'refused' | 'disconnected';
+  executionProvider?: string;
+  layers: string[];
+  tokensServed: number;
+  progress?: string;
+  lastError?: string;
+  adapter?: AdapterInfo;
+}
+
+export interface BrowserPeerOptions {
+  readonly headUrl: string; // ws(s)://host/peer/ws
+  readonly joinToken?: string;
+  readonly device: 'auto' | 'webgpu' | 'wasm';
+  readonly peerId?: string;
+  readonly memoryBudgetBytes?: number;
+  readonly onStatus: (status: BrowserPeerStatus) => void;
+}
+
+async function adapterInfo(): Promise<AdapterInfo | undefined> {
+  const gpu = (navigator as Navigator & { gpu?: { requestAdapter(): Promise<{ info?: Record<string, unknown> } | null> } }).gpu;
+  const adapter = await gpu?.requestAdapter().catch(() => null);
+  if (!adapter) return undefined;
+  const info = adapter.info ?? {};
+  return { vendor: String(info.vendor ?? ''), architecture: String(info.architecture ?? ''), isFallbackAdapter: Boolean(info.isFallbackAdapter) };
+}
+
+export interface RunningBrowserPeer {
+  readonly closed: Promise<string>;
+  close(): void;
+}
+
+export async function runBrowserPeer(options: BrowserPeerOptions): Promise<RunningBrowserPeer> {
+  const status: BrowserPeerStatus = { state: 'connecting', layers: [], tokensServed: 0 };
+  const report = () => options.onStatus({ ...status, layers: [...status.layers] });
+  report();
+  const adapter = options.device === 'wasm' ? undefined : await adapterInfo();
+  status.adapter = adapter;
+  const device = options.device === 'auto' ? (adapter ? 'auto' : 'wasm') : options.device;
+  const origin = new URL(options.headUrl.replace(/^ws/, 'http')).origin;
+  const shard = new ShardPeer({
+    loader: fetchShardLoader({
+      origin,
+      joinToken: options.joinToken,
+      device,
+      onProgress: (file, received, total) => {
+        status.progress = `${file} ${(received / 2 ** 20).toFixed(1)}${total ? `/${(total / 2 ** 20).toFixed(1)}` : ''} MB`;
+        report();
+      },
+    }),
+    kvBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
+    onServed: (frame) => {
+      status.tokensServed += frame.activations.tokens;
+      report();
+    },
+  });
+  const socket = await openBrowserSocket(options.headUrl);
+  let resolveClosed!: (reason: string) => void;
+  const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
+  const endpoint = new PeerEndpoint(shard, socket.socket, (message: ControlMessage) => {
+    if (message.kind === 'welcome') status.state = 'connected';
+    if (message.kind === 'error') {
+      status.lastError = message.message;
+      if (message.code === 'unauthorized' || message.code === 'version_mismatch') status.state = 'refused';
+    }
+    report();
+  });
+  const watchDevice = () => {
+    // After a WebGPU session exists, a lost device ends this peer: the head replaces it.
+    const gpuDevice = (ort.env as { webgpu?: { device?: Promise<{ lost: Promise<{ message: string }> }> } }).webgpu?.device;
+    void Promise.resolve(gpuDevice)
+      .then((d) => d?.lost)
+      .then((info) => {
+        if (!info) return;
+        status.lastError = `GPU device lost: ${info.message}`;
+        socket.socket.close(4003, 'gpu device lost');
+      })
+      .catch(() => undefined);
+  };
+  socket.attach({
+    receive: (data) => {
+      void endpoint.receive(data).then(() => {
+        const layers = shard.ranges.map((r) => `[${r.start}, ${r.end})`);
+        if (layers.length !== status.layers.length) {
+          status.layers = layers;
+          status.executionProvider = shard.devices[0];
+          status.progress = undefined;
+          if (status.executionProvider === 'webgpu') watchDevice();
+          report();
+        }
+      });
+    },
+    terminated: (reason) => {
+      endpoint.terminated();
+      if (status.state !== 'refused') status.state = 'disconnected';
+      status.lastError ??= reason;
+      report();
+      void shard.dispose();
+      resolveClosed(reason);
+    },
+  });
+  endpoint.send({
+    kind: 'hello',
+    id: 'hello',
+    protocol: PROTOCOL_VERSION,
+    runtime: 'browser',
+    executionProvider: device === 'wasm' ? 'wasm' : 'webgpu',
+    memoryBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
+    peerId: options.peerId ?? `browser-${crypto.randomUUID().slice(0, 8)}`,
+    ...(options.joinToken ? { joinToken: options.joinToken } : {}),
+    ...(adapter ? { adapter } : {}),
+  });
+  return { closed, close: () => socket.socket.close(1000, 'tab left the mesh') };
+}
