@@ -1,0 +1,86 @@
+/**
+ * A client that disconnects mid-stream cancels its Route Session: every hop drops the
+ * session's KV, the session slot is freed, and the dashboard records it as cancelled.
+ * The head holds no layers; two in-process peers split the model between them.
+ */
+import path from 'node:path';
+import type OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
+import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import { localShardLoader } from '../../src/node/local-shard-loader.ts';
+import type { ServingHead } from '../../src/node/serve/serve-head.ts';
+import { tempDir } from '../engine/harness.ts';
+import { clientFor, eventually, GatedLink, serveStories } from './api-harness.ts';
+
+let home: { dir: string; remove: () => Promise<void> };
+let serving: ServingHead;
+let client: OpenAI;
+const peers: ShardPeer[] = [];
+const links: GatedLink[] = [];
+
+beforeAll(async () => {
+  home = await tempDir('api-disconnect');
+  process.env.MESHNET_HOME = path.join(home.dir, 'home');
+  serving = await serveStories({ headLayers: 'none' });
+  for (const id of ['p1', 'p2']) {
+    const peer = new ShardPeer({ loader: localShardLoader(serving.head.model, { device: 'cpu', threads: 1 }), kvBudgetBytes: 1 << 30 });
+    const link = new GatedLink(new InProcessLink(peer), Infinity);
+    peers.push(peer);
+    links.push(link);
+    serving.head.mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link });
+  }
+  client = clientFor(serving);
+});
+
+afterAll(async () => {
+  await serving?.close();
+  await Promise.all(peers.map((p) => p.dispose()));
+  await home?.remove();
+});
+
+const kvEntries = () => peers.map((p) => p.kvEntries);
+
+describe('client disconnect', () => {
+  it('the route spans both peers', async () => {
+    const completion = await client.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 4, temperature: 0 });
+    expect(completion.choices[0].text).toBe('t461 t461 t401 t401');
+    expect(serving.head.mesh.plan().hops.map((h) => h.peerId)).toEqual(['p1', 'p2']);
+    // A finished session closes its KV on every hop too.
+    expect(await eventually(() => kvEntries().every((n) => n === 0))).toBe(true);
+  });
+
+  it.each([
+    ['chat', true],
+    ['completions', false],
+  ] as const)('aborting a %s stream after a few chunks frees the session on every hop', async (_, chat) => {
+    // The last hop holds frames after 4, so the stream is certainly still running when the client leaves.
+    links[1].hold(4);
+    const controller = new AbortController();
+    const request = { model: 'stories260k', max_tokens: 200, temperature: 0, stream: true as const };
+    const stream = chat
+      ? await client.chat.completions.create({ ...request, messages: [{ role: 'user', content: 'Hello' }] }, { signal: controller.signal })
+      : await client.completions.create({ ...request, prompt: [1] }, { signal: controller.signal });
+    let chunks = 0;
+    // The client ends the iteration quietly when its own signal aborts it (openai's Stream).
+    for await (const _chunk of stream as AsyncIterable<unknown>) {
+      if (++chunks === 3) {
+        expect(serving.tracker.liveSessions).toBe(1);
+        expect(kvEntries()).toEqual([1, 1]);
+        controller.abort();
+      }
+    }
+    expect(chunks).toBe(3);
+
+    expect(await eventually(() => serving.tracker.liveSessions === 0 && kvEntries().every((n) => n === 0))).toBe(true);
+    expect(serving.store.state.sessions).toEqual([]);
+    const finished = serving.store.state.finished[0];
+    expect(finished.state).toBe('cancelled');
+    expect(finished.id).toMatch(chat ? /^chatcmpl-/ : /^cmpl-/);
+    links[1].release();
+
+    // The mesh still serves afterwards.
+    const after = await client.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 2, temperature: 0 });
+    expect(after.choices[0].text).toBe('t461 t461');
+  });
+});
