@@ -69,6 +69,9 @@ export interface RunningHead extends HeadContext {
   close(): Promise<void>;
 }
 
+/** Milliseconds since the epoch with sub-millisecond resolution (per-hop telemetry is often < 1 ms). */
+const preciseNow = () => performance.timeOrigin + performance.now();
+
 export function generateJoinToken(): string {
   return randomBytes(16).toString('hex');
 }
@@ -98,7 +101,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     name: options.name,
     joinToken,
     openSession: (request, signal, onUpdate) =>
-      new RouteSession({ head: headRunner, route: mesh, vocabSize: model.checkpoint.config.vocabSize, tokenizer: options.tokenizer, onUpdate }, request, signal),
+      new RouteSession({ head: headRunner, route: mesh, vocabSize: model.checkpoint.config.vocabSize, tokenizer: options.tokenizer, onUpdate, now: preciseNow }, request, signal),
   };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;

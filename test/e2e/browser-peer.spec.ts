@@ -1,0 +1,99 @@
+/**
+ * A browser tab joins the mesh as a shard peer (real Chromium, onnxruntime-web on WebGPU over
+ * SwiftShader, or wasm), alone or between Node peers; closing it mid-stream is a peer loss the
+ * stream survives; a wrong join token is refused and the page says why.
+ */
+import { expect, test } from '@playwright/test';
+import OpenAI from 'openai';
+import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
+import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
+import { joinTab, oneProcessGreedy, startStoriesHead, STORIES_DIR, useTempHome, waitForPeers } from './mesh-fixture.ts';
+
+test.beforeAll(() => {
+  useTempHome();
+});
+
+const MESSAGES = [{ role: 'user' as const, content: 't461 t401' }];
+
+async function chatPromptIds(): Promise<number[]> {
+  const tokenizer = await loadTokenizer(STORIES_DIR);
+  return tokenizer.encode(tokenizer.applyChatTemplate(MESSAGES, { addGenerationPrompt: true }), { addSpecialTokens: false });
+}
+
+for (const device of ['webgpu', 'wasm'] as const) {
+  test(`a tab on ${device} serves all layers; chat through the OpenAI API equals one Node process`, async ({ page }) => {
+    const serving = await startStoriesHead();
+    try {
+      await joinTab(page, serving, `autojoin=1&device=${device}`);
+      await expect(page.locator('#state')).toHaveText('connected');
+      const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
+      const reply = await client.chat.completions.create({ model: serving.modelId, messages: MESSAGES, max_tokens: 24, temperature: 0 });
+      const expected = oneProcessGreedy(await chatPromptIds(), 24);
+      expect(reply.choices[0].message.content).toBe(expected.text);
+      await expect(page.locator('#provider')).toHaveText(device);
+      await expect(page.locator('#layers')).toHaveText('[0, 5)');
+      const hops = serving.store.state.finished[0].hops;
+      expect(hops.map((h) => h.peerId)).toHaveLength(1);
+      console.log(`per-hop latency through a browser peer on ${device}: ${hops[0].meanMs.toFixed(1)} ms/frame mean, ${hops[0].lastMs} ms last (decode)`);
+    } finally {
+      await serving.close();
+    }
+  });
+}
+
+test('a route of Node peer + browser tab + Node peer gives the one-process tokens', async ({ page }) => {
+  const serving = await startStoriesHead();
+  const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
+  try {
+    await waitForPeers(serving, 2);
+    // Peers are ordered by id: local-1, local-1b (this tab), local-2.
+    await joinTab(page, serving, 'autojoin=1&device=wasm&peer-id=local-1b');
+    await waitForPeers(serving, 3);
+    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
+    const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 32, temperature: 0 });
+    expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 32).text);
+    const hops = serving.store.state.finished[0].hops.map((h) => h.peerId);
+    expect(hops).toEqual(['local-1', 'local-1b', 'local-2']);
+  } finally {
+    await serving.close();
+    await peers.close();
+  }
+});
+
+test('closing the tab mid-stream: the stream completes with the same tokens, served by a replacement', async ({ page }) => {
+  const serving = await startStoriesHead();
+  const peers = spawnLocalPeers({ count: 1, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
+  try {
+    await waitForPeers(serving, 1);
+    await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=a-tab');
+    await waitForPeers(serving, 2);
+    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
+    const stream = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0, stream: true });
+    let text = '';
+    let chunks = 0;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.text ?? '';
+      if (++chunks === 5) await page.close();
+    }
+    expect(text).toBe(oneProcessGreedy([1], 40).text);
+    const session = serving.store.state.finished[0];
+    expect(session.state).toBe('finished');
+    expect(session.repairs.some((r) => r.kind === 'replaced' && r.lostPeerId === 'a-tab')).toBe(true);
+    expect(session.hops.every((h) => h.peerId === 'local-1')).toBe(true);
+  } finally {
+    await serving.close();
+    await peers.close();
+  }
+});
+
+test('a tab with a wrong join token is refused and the page says why', async ({ page }) => {
+  const serving = await startStoriesHead({ joinToken: 'the-right-token' });
+  try {
+    await joinTab(page, serving, 'autojoin=1&device=wasm&token=not-the-token');
+    await expect(page.locator('#state')).toHaveText('refused');
+    await expect(page.locator('#error')).toContainText('join token is wrong');
+    expect(serving.head.mesh.remotePeerCount).toBe(0);
+  } finally {
+    await serving.close();
+  }
+});

@@ -1,0 +1,53 @@
+/** Shared set-up for browser tests: a real head on a loopback port, and reference outputs. */
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import type { Page } from '@playwright/test';
+import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
+
+export const STORIES_DIR = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+const BIN = path.resolve(import.meta.dirname, '../../bin/meshnet.js');
+
+export function useTempHome(): string {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'meshnet-e2e-'));
+  process.env.MESHNET_HOME = home;
+  return home;
+}
+
+export function startStoriesHead(overrides: Partial<ServeOptions> = {}): Promise<ServingHead> {
+  return serveHead({
+    model: STORIES_DIR,
+    port: 0,
+    host: '127.0.0.1',
+    localPeers: 0,
+    link: 'relay',
+    headLayers: 'none',
+    maxSessions: 8,
+    device: 'cpu',
+    dtype: 'fp32',
+    threads: 1,
+    ...overrides,
+  });
+}
+
+/** Greedy ids and text of one Node process (`meshnet generate`) for the given prompt ids. */
+export function oneProcessGreedy(promptIds: number[], maxTokens: number): { token_ids: number[]; text: string } {
+  const result = spawnSync(process.execPath, [BIN, 'generate', '--model', STORIES_DIR, '--prompt-ids', promptIds.join(','), '--max-tokens', String(maxTokens), '--temperature', '0', '--device', 'cpu', '--json'], {
+    encoding: 'utf8',
+    env: process.env,
+  });
+  if (result.status !== 0) throw new Error(`meshnet generate failed: ${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+/** Open the join page and wait until the tab is connected (or refused). */
+export async function joinTab(page: Page, serving: ServingHead, query: string): Promise<void> {
+  await page.goto(`${serving.head.url}peer?${query}`);
+  await page.waitForFunction(() => ['connected', 'refused', 'disconnected'].includes(document.getElementById('state')?.textContent ?? ''));
+}
+
+/** Wait until `count` non-head peers are in the mesh. */
+export async function waitForPeers(serving: ServingHead, count: number, timeoutMs = 60_000): Promise<void> {
+  await serving.head.waitForPeers(count, timeoutMs);
+}
