@@ -1,0 +1,36 @@
+/** The peers table: one row per peer (gone peers stay, dimmed), colored like its hops. */
+import type { MeshState, PeerView } from '../../../src/shared/dashboard-state.ts';
+import { h } from './dom.ts';
+import { age, bytes, layers, peerColor } from './format.ts';
+
+export function renderPeers(state: MeshState, now: number): HTMLElement {
+  if (state.peers.length === 0) return h('p', { class: 'empty' }, 'No peers have joined yet.');
+  return h(
+    'table',
+    { class: 'peers' },
+    h('thead', {}, h('tr', {}, ...['peer', 'runtime', 'device', 'layers', 'KV / budget', 'status', 'heartbeat', 'tokens'].map((name) => h('th', {}, name)))),
+    h('tbody', {}, ...state.peers.map((peer) => peerRow(peer, now))),
+  );
+}
+
+function peerRow(peer: PeerView, now: number): HTMLElement {
+  const gone = peer.status === 'gone';
+  const share = peer.memoryBudgetBytes > 0 ? Math.min(1, peer.kvBytes / peer.memoryBudgetBytes) : 0;
+  return h(
+    'tr',
+    { 'data-peer-id': peer.id, 'data-status': peer.status, class: gone ? 'gone' : undefined },
+    h('td', { class: 'peer-id' }, h('span', { class: 'chip', style: `background:${peerColor(peer.id)}` }), peer.id),
+    h('td', {}, peer.runtime),
+    h('td', {}, peer.device && peer.device !== peer.executionProvider ? `${peer.executionProvider} · ${peer.device}` : peer.executionProvider),
+    h('td', { class: 'mono' }, peer.layers.length > 0 ? peer.layers.map(layers).join(' ') : '—'),
+    h(
+      'td',
+      { class: 'kv' },
+      h('span', {}, `${bytes(peer.kvBytes)} / ${peer.memoryBudgetBytes > 0 ? bytes(peer.memoryBudgetBytes) : '—'}`),
+      h('span', { class: 'meter' }, h('span', { style: `width:${(share * 100).toFixed(1)}%` })),
+    ),
+    h('td', {}, h('span', { class: `badge status-${peer.status}` }, peer.status)),
+    h('td', { class: 'num' }, gone ? '—' : age(peer.lastHeartbeatAt, now)),
+    h('td', { class: 'num' }, peer.tokensServed.toLocaleString()),
+  );
+}

@@ -1,0 +1,83 @@
+/**
+ * Live sessions, one card each: id, model, token counts (never text), tokens/s with its
+ * chart, time to first token, per-hop latency bars with the KV each hop holds, repairs and
+ * state. Also the shared pieces the finished table uses (state badge, repairs text).
+ */
+import type { RepairView, SessionHopView, SessionView } from '../../../src/shared/dashboard-state.ts';
+import { h } from './dom.ts';
+import { clock, layers, ms, peerColor, rate } from './format.ts';
+import { sparkline } from './sparkline.ts';
+
+export function renderLiveSessions(sessions: readonly SessionView[], now: number): HTMLElement {
+  if (sessions.length === 0) return h('p', { class: 'empty' }, 'No live sessions. Send a request to /v1/chat/completions or /v1/completions.');
+  // Newest first: the one just started is the one being watched.
+  return h('div', { class: 'live-list' }, ...[...sessions].reverse().map((session) => sessionCard(session, now)));
+}
+
+function sessionCard(session: SessionView, now: number): HTMLElement {
+  const color = session.hops.length > 0 ? peerColor(session.hops[0]!.peerId) : '#3b82f6';
+  return h(
+    'article',
+    { class: 'session-card', 'data-session-id': session.id, 'data-state': session.state },
+    h(
+      'header',
+      {},
+      h('span', { class: 'session-id mono' }, session.id),
+      stateBadge(session),
+      h('span', { class: 'muted' }, `${session.model} · started ${clock(session.startedAt)} · ${((now - session.startedAt) / 1000).toFixed(1)} s`),
+    ),
+    h(
+      'div',
+      { class: 'session-body' },
+      h(
+        'div',
+        { class: 'session-stats' },
+        stat('prompt', session.promptTokens.toLocaleString(), 'prompt-tokens'),
+        stat('generated', session.completionTokens.toLocaleString(), 'completion-tokens'),
+        stat('tokens/s', rate(session.tokensPerSecond), 'tokens-per-second'),
+        stat('TTFT', ms(session.timeToFirstTokenMs), 'ttft'),
+        stat('repairs', String(session.repairs.length), 'repairs'),
+      ),
+      h('figure', { class: 'chart' }, sparkline(session.rate, color), h('figcaption', {}, 'tokens/s over time')),
+      hopBars(session.hops),
+    ),
+    session.repairs.length > 0 ? h('p', { class: 'repairs' }, 'Repairs: ', repairsText(session.repairs)) : undefined,
+  );
+}
+
+function stat(label: string, value: string, testId: string): HTMLElement {
+  return h('div', { class: 'stat' }, h('span', { class: 'stat-value', 'data-testid': testId }, value), h('span', { class: 'stat-label' }, label));
+}
+
+/** Per-hop latency as horizontal bars (last frame; a tick marks the mean), with KV held. */
+function hopBars(hops: readonly SessionHopView[]): HTMLElement {
+  const scale = Math.max(0.001, ...hops.map((hop) => Math.max(hop.lastMs, hop.meanMs)));
+  return h(
+    'div',
+    { class: 'hops' },
+    h('div', { class: 'hops-head' }, h('span', {}, 'hop'), h('span', {}, 'latency per frame (last · mean)'), h('span', {}, 'KV held')),
+    ...hops.map((hop, index) =>
+      h(
+        'div',
+        { class: 'hop-row', 'data-peer-id': hop.peerId },
+        h('span', { class: 'hop-name' }, h('span', { class: 'chip', style: `background:${peerColor(hop.peerId)}` }), `${index + 1}. ${hop.peerId} `, h('span', { class: 'muted mono' }, layers(hop.range))),
+        h(
+          'span',
+          { class: 'bar-track' },
+          h('span', { class: 'bar', style: `width:${((hop.lastMs / scale) * 100).toFixed(1)}%;background:${peerColor(hop.peerId)}` }),
+          h('span', { class: 'bar-mean', style: `left:${((hop.meanMs / scale) * 100).toFixed(1)}%` }),
+          h('span', { class: 'bar-label' }, `${ms(hop.lastMs)} · ${ms(hop.meanMs)}`),
+        ),
+        h('span', { class: 'num' }, `${hop.kvPositions.toLocaleString()} pos`),
+      ),
+    ),
+  );
+}
+
+export function stateBadge(session: SessionView): HTMLElement {
+  return h('span', { class: `badge state-${session.state}`, 'data-testid': 'outcome', title: session.error }, session.state);
+}
+
+export function repairsText(repairs: readonly RepairView[]): string {
+  return repairs.map((r) => (r.kind === 'replaced' ? `hop ${r.hop + 1}: ${r.lostPeerId ?? '?'} → ${r.peerId}` : `hop ${r.hop + 1}: cache miss on ${r.peerId}`)).join('; ');
+}
