@@ -1,7 +1,9 @@
 /**
  * A client that disconnects mid-stream cancels its Route Session: every hop drops the
  * session's KV, the session slot is freed, and the dashboard records it as cancelled.
- * The head holds no layers; two in-process peers split the model between them.
+ * The head holds no layers; two peers split the model between them: in-process peers (one
+ * gated, so the stream is certainly live when the client leaves), then real `runPeer` peers
+ * over relay sockets.
  */
 import path from 'node:path';
 import type OpenAI from 'openai';
@@ -9,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { localShardLoader } from '../../src/node/local-shard-loader.ts';
+import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { tempDir } from '../engine/harness.ts';
 import { clientFor, eventually, GatedLink, serveStories } from './api-harness.ts';
@@ -18,6 +21,8 @@ let serving: ServingHead;
 let client: OpenAI;
 const peers: ShardPeer[] = [];
 const links: GatedLink[] = [];
+let socketServing: ServingHead | undefined;
+const socketPeers: RunningPeer[] = [];
 
 beforeAll(async () => {
   home = await tempDir('api-disconnect');
@@ -36,6 +41,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await serving?.close();
   await Promise.all(peers.map((p) => p.dispose()));
+  await socketServing?.close();
+  await Promise.all(socketPeers.map((p) => p.close()));
   await home?.remove();
 });
 
@@ -82,5 +89,41 @@ describe('client disconnect', () => {
     // The mesh still serves afterwards.
     const after = await client.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 2, temperature: 0 });
     expect(after.choices[0].text).toBe('t461 t461');
+  });
+});
+
+describe('client disconnect over relay sockets (runPeer peers)', () => {
+  it('aborting a stream frees the session on both remote peers', async () => {
+    socketServing = await serveStories({ headLayers: 'none', link: 'relay' });
+    for (const peerId of ['r1', 'r2']) {
+      socketPeers.push(
+        await runPeer({ headUrl: socketServing.head.peerUrl, joinToken: socketServing.head.joinToken, device: 'cpu', memoryBudgetBytes: 1 << 30, peerId, threads: 1 }),
+      );
+    }
+    await socketServing.head.waitForPeers(2, 10_000);
+    const remoteClient = clientFor(socketServing);
+    const kv = () => socketPeers.map((p) => p.shard.kvEntries);
+
+    const warm = await remoteClient.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 2, temperature: 0 });
+    expect(warm.choices[0].text).toBe('t461 t461');
+    expect(socketServing.head.mesh.plan().hops.map((h) => h.peerId)).toEqual(['r1', 'r2']);
+
+    const controller = new AbortController();
+    // Near the whole context (512): far longer than the few chunks read before the abort.
+    const stream = await remoteClient.completions.create(
+      { model: 'stories260k', prompt: [1], max_tokens: 500, temperature: 0, stream: true },
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    for await (const _chunk of stream) {
+      if (++chunks === 3) {
+        expect(kv()).toEqual([1, 1]);
+        controller.abort();
+      }
+    }
+    expect(await eventually(() => socketServing!.tracker.liveSessions === 0 && kv().every((n) => n === 0))).toBe(true);
+    const finished = socketServing.store.state.finished[0];
+    expect(finished.state).toBe('cancelled');
+    expect(finished.completionTokens).toBeLessThan(500);
   });
 });
