@@ -57,8 +57,7 @@ export function buildShardGraph(
   }
   const g = new GraphBuilder(`layers_${range.start}_${range.end}`);
   const t = onnxType(dtype);
-  const { hiddenSize: H, numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
-  const use = (name: string) => g.initializer(weight(name));
+  const { hiddenSize: H, numKvHeads, headDim: D } = config;
 
   const input = g.input(SHARD_INPUT_HIDDEN, t, [1, 'sequence', H]);
   for (let l = range.start; l < range.end; l++) {
@@ -74,6 +73,41 @@ export function buildShardGraph(
   const totalScalar = g.op1('Cast', [g.op1('Squeeze', [total, g.int64([0])])], { to: OnnxType.INT32 }); // []
   const positionIds = g.op1('Unsqueeze', [g.op1('Range', [g.op1('Squeeze', [past, g.int64([0])]), g.op1('Squeeze', [total, g.int64([0])]), g.int64([1], [])]), g.int64([0])]); // [1, seq]
 
+  const residual = g.op1('Reshape', [input, g.int64([-1, H])]); // [seq, H]
+  const out = appendDecoderLayers(g, config, range, dtype, weight, { residual, positionIds, seqlensK, totalScalar });
+  g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
+  g.output(SHARD_OUTPUT_HIDDEN, t, [1, 'sequence', H]);
+  for (let l = range.start; l < range.end; l++) {
+    g.output(presentKeyName(l), t, [1, numKvHeads, 'total_sequence', D]);
+    g.output(presentValueName(l), t, [1, numKvHeads, 'total_sequence', D]);
+  }
+  return g.build();
+}
+
+/** What the decoder layers read besides weights: the residual stream and sequence bookkeeping. */
+export interface DecoderSequence {
+  /** The residual stream, 2-D [seq, H] so Gemm can read Hugging Face's [out, in] weights. */
+  readonly residual: string;
+  readonly positionIds: string; // [1, seq] int64
+  readonly seqlensK: string; // [1] int32: total length - 1 (GroupQueryAttention)
+  readonly totalScalar: string; // [] int32: total length
+}
+
+/**
+ * Append decoder layers [start, end) to `g` (inputs `past_key_values.{l}.*` and outputs
+ * `present.{l}.*` must be declared by the caller). Returns the output residual stream
+ * [seq, H]. Shared by shard graphs and the complete-model export, so both run the same ops.
+ */
+export function appendDecoderLayers(
+  g: GraphBuilder,
+  config: ModelConfig,
+  range: LayerRange,
+  dtype: ActivationDtype,
+  weight: WeightResolver,
+  sequence: DecoderSequence,
+): string {
+  const { numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
+  const use = (name: string) => g.initializer(weight(name));
   const positions = rotaryPositions(config);
   const caches = ropeCaches(config.rope, D, positions);
   const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
@@ -87,8 +121,8 @@ export function buildShardGraph(
     return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
   };
 
-  // The residual stream is 2-D [seq, H] inside the graph so Gemm can read [out, in] weights.
-  let residual = g.op1('Reshape', [input, g.int64([-1, H])]);
+  let residual = sequence.residual;
+  const { positionIds, seqlensK, totalScalar } = sequence;
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
@@ -124,12 +158,5 @@ export function buildShardGraph(
     const silu = g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
     pending = linear(g.op1('Mul', [silu, linear(postNormed, names.upProj)]), names.downProj);
   }
-  const out = g.op1('Add', [pending!, residual]);
-  g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
-  g.output(SHARD_OUTPUT_HIDDEN, t, [1, 'sequence', H]);
-  for (let l = range.start; l < range.end; l++) {
-    g.output(presentKeyName(l), t, [1, numKvHeads, 'total_sequence', D]);
-    g.output(presentValueName(l), t, [1, numKvHeads, 'total_sequence', D]);
-  }
-  return g.build();
+  return g.op1('Add', [pending!, residual]);
 }
