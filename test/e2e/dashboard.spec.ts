@@ -63,8 +63,9 @@ function streamCompletion(head: ServingHead, maxTokens = 500): { id: Promise<str
     expect(response.status).toBe(200);
     const decoder = new TextDecoder();
     let text = '';
-    for await (const chunk of response.body!) {
-      text += decoder.decode(chunk as Uint8Array, { stream: true });
+    const reader = response.body!.getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) {
+      text += decoder.decode(read.value, { stream: true });
       const match = /"id":"([^"]+)"/.exec(text);
       if (match) resolveId(match[1]!);
     }
@@ -160,6 +161,7 @@ test('shows the route, peers and a live session through to its outcome; a killed
   await expect(page.locator('table.peers tr[data-peer-id="local-2"] .badge')).toHaveText('gone');
   await expect(page.locator('svg.route g.hop[data-peer-id="local-2"]')).toHaveCount(0);
   await expect(page.locator('table.peers tr[data-peer-id="local-1"]')).toHaveAttribute('data-status', 'ready');
+  await testInfo.attach('dashboard-after', { body: await page.screenshot({ path: testInfo.outputPath('dashboard-after.png') }), contentType: 'image/png' });
 });
 
 test('says the head is unreachable while it is gone and comes back live without a reload', async ({ page }) => {

@@ -19,8 +19,8 @@ function finishedRow(session: SessionView): HTMLElement {
   return h(
     'tr',
     { 'data-session-id': session.id, 'data-state': session.state },
-    h('td', { class: 'mono session-id', title: session.id }, session.id),
-    h('td', {}, stateBadge(session), session.error ? h('div', { class: 'error-text', title: session.error }, session.error) : undefined),
+    h('td', { class: 'mono' }, h('span', { class: 'session-id clip', title: session.id }, session.id)),
+    h('td', {}, stateBadge(session), session.error ? h('div', { class: 'error-text clip', title: session.error }, session.error) : undefined),
     h('td', { class: 'num' }, clock(ended)),
     h('td', { class: 'num' }, session.promptTokens.toLocaleString()),
     h('td', { class: 'num', 'data-testid': 'completion-tokens' }, session.completionTokens.toLocaleString()),

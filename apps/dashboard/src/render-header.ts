@@ -9,6 +9,7 @@ export function renderHeader(state: MeshState, status: StreamStatus, now: number
   // Tokens/s across the mesh now: the live sessions' rates (the head's totals carry the
   // same sum, but only as of the last finished session).
   const meshRate = state.sessions.reduce((sum, session) => sum + session.tokensPerSecond, 0);
+  // Tokens out: the head counts a session's tokens when it ends; add the live ones' so far.
   return h(
     'div',
     { class: 'topbar' },
@@ -26,7 +27,7 @@ export function renderHeader(state: MeshState, status: StreamStatus, now: number
       tile('requests', state.totals.requests.toLocaleString()),
       tile('live sessions', String(state.sessions.length)),
       tile('tokens/s (mesh)', rate(meshRate)),
-      tile('tokens out', state.totals.tokensOut.toLocaleString()),
+      tile('tokens out', (state.totals.tokensOut + state.sessions.reduce((sum, session) => sum + session.completionTokens, 0)).toLocaleString()),
       tile('errors', state.totals.errors.toLocaleString(), state.totals.errors > 0 ? 'bad' : undefined),
       tile('peers', String(live)),
     ),

@@ -8,7 +8,7 @@ export function renderPeers(state: MeshState, now: number): HTMLElement {
   return h(
     'table',
     { class: 'peers' },
-    h('thead', {}, h('tr', {}, ...['peer', 'runtime', 'device', 'layers', 'KV / budget', 'status', 'heartbeat', 'tokens'].map((name) => h('th', {}, name)))),
+    h('thead', {}, h('tr', {}, ...['peer', 'runtime', 'layers', 'KV / budget', 'status', 'heartbeat', 'tokens'].map((name) => h('th', {}, name)))),
     h('tbody', {}, ...state.peers.map((peer) => peerRow(peer, now))),
   );
 }
@@ -20,16 +20,19 @@ function peerRow(peer: PeerView, now: number): HTMLElement {
     'tr',
     { 'data-peer-id': peer.id, 'data-status': peer.status, class: gone ? 'gone' : undefined },
     h('td', { class: 'peer-id' }, h('span', { class: 'chip', style: `background:${peerColor(peer.id)}` }), peer.id),
-    h('td', {}, peer.runtime),
-    h('td', {}, peer.device && peer.device !== peer.executionProvider ? `${peer.executionProvider} · ${peer.device}` : peer.executionProvider),
+    h('td', {}, `${peer.runtime} · ${peer.device && peer.device !== peer.executionProvider ? `${peer.executionProvider} (${peer.device})` : peer.executionProvider}`),
     h('td', { class: 'mono' }, peer.layers.length > 0 ? peer.layers.map(layers).join(' ') : '—'),
     h(
       'td',
-      { class: 'kv' },
-      h('span', {}, `${bytes(peer.kvBytes)} / ${peer.memoryBudgetBytes > 0 ? bytes(peer.memoryBudgetBytes) : '—'}`),
-      h('span', { class: 'meter' }, h('span', { style: `width:${(share * 100).toFixed(1)}%` })),
+      {},
+      h(
+        'div',
+        { class: 'kv', title: `${peer.kvEntries} KV entries` },
+        h('span', {}, `${bytes(peer.kvBytes)} / ${peer.memoryBudgetBytes > 0 ? bytes(peer.memoryBudgetBytes) : '—'}`),
+        h('span', { class: 'meter' }, h('span', { style: `width:${(share * 100).toFixed(1)}%` })),
+      ),
     ),
-    h('td', {}, h('span', { class: `badge status-${peer.status}` }, peer.status)),
+    h('td', { class: 'status' }, h('span', { class: `badge status-${peer.status}` }, peer.status)),
     h('td', { class: 'num' }, gone ? '—' : age(peer.lastHeartbeatAt, now)),
     h('td', { class: 'num' }, peer.tokensServed.toLocaleString()),
   );

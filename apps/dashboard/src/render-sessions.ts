@@ -24,7 +24,7 @@ function sessionCard(session: SessionView, now: number): HTMLElement {
       {},
       h('span', { class: 'session-id mono' }, session.id),
       stateBadge(session),
-      h('span', { class: 'muted' }, `${session.model} · started ${clock(session.startedAt)} · ${((now - session.startedAt) / 1000).toFixed(1)} s`),
+      h('span', { class: 'muted' }, `${session.model} · started ${clock(session.startedAt)} · running ${((now - session.startedAt) / 1000).toFixed(1)} s`),
     ),
     h(
       'div',
@@ -32,15 +32,16 @@ function sessionCard(session: SessionView, now: number): HTMLElement {
       h(
         'div',
         { class: 'session-stats' },
-        stat('prompt', session.promptTokens.toLocaleString(), 'prompt-tokens'),
+        stat('prompt tokens', session.promptTokens.toLocaleString(), 'prompt-tokens'),
         stat('generated', session.completionTokens.toLocaleString(), 'completion-tokens'),
         stat('tokens/s', rate(session.tokensPerSecond), 'tokens-per-second'),
         stat('TTFT', ms(session.timeToFirstTokenMs), 'ttft'),
         stat('repairs', String(session.repairs.length), 'repairs'),
+        stat('hops', String(session.hops.length), 'hop-count'),
       ),
       h('figure', { class: 'chart' }, sparkline(session.rate, color), h('figcaption', {}, 'tokens/s over time')),
-      hopBars(session.hops),
     ),
+    hopBars(session.hops),
     session.repairs.length > 0 ? h('p', { class: 'repairs' }, 'Repairs: ', repairsText(session.repairs)) : undefined,
   );
 }
@@ -55,7 +56,7 @@ function hopBars(hops: readonly SessionHopView[]): HTMLElement {
   return h(
     'div',
     { class: 'hops' },
-    h('div', { class: 'hops-head' }, h('span', {}, 'hop'), h('span', {}, 'latency per frame (last · mean)'), h('span', {}, 'KV held')),
+    h('div', { class: 'hops-head' }, h('span', {}, 'hop · peer · layers'), h('span', {}, 'latency per frame (bar last, tick mean)'), h('span', { class: 'num' }, 'last · mean'), h('span', { class: 'num' }, 'KV held')),
     ...hops.map((hop, index) =>
       h(
         'div',
@@ -65,10 +66,10 @@ function hopBars(hops: readonly SessionHopView[]): HTMLElement {
           'span',
           { class: 'bar-track' },
           h('span', { class: 'bar', style: `width:${((hop.lastMs / scale) * 100).toFixed(1)}%;background:${peerColor(hop.peerId)}` }),
-          h('span', { class: 'bar-mean', style: `left:${((hop.meanMs / scale) * 100).toFixed(1)}%` }),
-          h('span', { class: 'bar-label' }, `${ms(hop.lastMs)} · ${ms(hop.meanMs)}`),
+          h('span', { class: 'bar-mean', style: `left:calc(${((hop.meanMs / scale) * 100).toFixed(1)}% - 1px)` }),
         ),
-        h('span', { class: 'num' }, `${hop.kvPositions.toLocaleString()} pos`),
+        h('span', { class: 'num', 'data-testid': 'hop-latency' }, `${ms(hop.lastMs)} · ${ms(hop.meanMs)}`),
+        h('span', { class: 'num', 'data-testid': 'hop-kv' }, `${hop.kvPositions.toLocaleString()} pos`),
       ),
     ),
   );

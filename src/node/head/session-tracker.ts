@@ -38,6 +38,7 @@ export class SessionTracker {
     this.requests++;
     this.metrics.setLiveSessions(this.live);
     this.store.apply({ kind: 'session.started', session: sessionView(apiId, this.model, telemetry, Date.now()) });
+    this.publishTotals(); // the request count moves now, not when the session ends
     let last = 0;
     let done = false;
     return {
