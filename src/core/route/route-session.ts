@@ -57,6 +57,16 @@ interface HopState {
   stale: boolean; // the peer lacks this session's KV: replay the history before the next step
 }
 
+/**
+ * Frame request ids are unique across every session of this head: sessions share each
+ * peer's socket, and a link pairs answers with requests by this id alone. (u32, wraps.)
+ */
+let lastRequestId = 0;
+function nextRequestId(): number {
+  lastRequestId = lastRequestId >= 0xffffffff ? 1 : lastRequestId + 1;
+  return lastRequestId;
+}
+
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
@@ -70,7 +80,6 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   private hops: HopState[] = [];
   private readonly leases: HopLease[] = []; // every lease handed to this session, to close
   private readonly banned = new Set<string>();
-  private nextRequestId = 1;
   private closing: Promise<void> | undefined;
   private framesAfterClose = 0;
   private readonly now: () => number;
@@ -274,7 +283,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       throw new DOMException('the session is closing', 'AbortError');
     }
     const { lease } = this.hops[index];
-    const requestId = this.nextRequestId++ >>> 0;
+    const requestId = nextRequestId();
     const frame = encodeFrame({
       kind: position === 0 ? 'prefill' : 'decode',
       requestId,
