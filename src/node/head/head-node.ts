@@ -15,6 +15,7 @@ import { Mesh } from '../../core/route/mesh.ts';
 import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
 import { RouteSession, type RouteSessionRequest } from '../../core/route/route-session.ts';
 import { InProcessLink } from '../../core/runtime/in-process-link.ts';
+import type { PeerLink } from '../../core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../core/runtime/ort-head-runner.ts';
 import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
 import type { SessionTelemetry } from '../../core/route/route-types.ts';
@@ -48,6 +49,8 @@ export interface HeadOptions {
   readonly memoryBudgetBytes?: number;
   readonly linkTimeoutMs?: number;
   readonly log?: (line: string) => void;
+  /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
+  readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
   readonly mount?: (app: H3, head: HeadContext) => void;
 }
@@ -105,7 +108,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
-  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log });
+  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
   app.get('/peer/ws', gateway.handler);
   mountArtifactRoutes(app, model, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);

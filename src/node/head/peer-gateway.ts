@@ -8,6 +8,7 @@
 import { defineWebSocketHandler } from 'h3';
 import { admitHello, type AdmissionPolicy } from '../../core/route/peer-admission.ts';
 import type { Mesh } from '../../core/route/mesh.ts';
+import type { PeerLink } from '../../core/runtime/peer-link.ts';
 import { SocketLink } from '../../core/runtime/socket-link.ts';
 import { parseControlMessage, serializeControlMessage, type HelloMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
@@ -20,6 +21,8 @@ export interface GatewayOptions extends AdmissionPolicy {
   readonly link: 'direct' | 'relay';
   readonly timeoutMs?: number;
   readonly log?: (line: string) => void;
+  /** Decorate each admitted peer's link (the bench meters frames and injects delay). */
+  readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
 }
 
 interface SocketState {
@@ -42,7 +45,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
     const relay = new SocketLink({ send: (d) => ws.send(d as string), close: (c, r) => ws.close(c, r) }, { timeoutMs: options.timeoutMs });
     state.link = relay;
     state.peerId = hello.peerId;
-    let link = relay;
+    let link: PeerLink = relay;
     if (options.link === 'direct' && hello.listenUrl) {
       const url = new URL(hello.listenUrl);
       if (options.joinToken) url.searchParams.set('token', options.joinToken);
@@ -54,6 +57,8 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
       void direct.closed.then(() => relay.close('the direct link closed'));
       link = direct;
     }
+    const kind = link === relay ? 'relay' : 'direct';
+    if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
     ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
     options.mesh.addPeer({
       id: hello.peerId,
@@ -63,7 +68,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
       link,
       listenUrl: hello.listenUrl,
     });
-    log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${link === relay ? 'relay' : 'direct'} link)`);
+    log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
   }
 
   const handler = defineWebSocketHandler({

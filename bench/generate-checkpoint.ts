@@ -1,0 +1,129 @@
+/**
+ * A random-weight fp32 Llama checkpoint shaped like SmolLM2-135M, written fast: tensors are
+ * streamed to model.safetensors one at a time (no whole-model buffer) from a xorshift
+ * generator giving uniform values with the fixture's standard deviations (shapes and
+ * scales matter for speed, the exact distribution does not). Tokenizer: the fixtures'
+ * WordLevel stand-in (`t<i>`), which meshnet's head and transformers.js both load offline.
+ * A folder already complete (`.complete` marker with the same options) is reused.
+ */
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { tinyTokenizerFiles } from '../test/fixtures/tiny-tokenizer.ts';
+
+export interface GeneratedShape {
+  readonly hiddenSize: number;
+  readonly numLayers: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly intermediateSize: number;
+  readonly vocabSize: number;
+  readonly maxPositionEmbeddings: number;
+  readonly tied: boolean;
+  readonly seed: number;
+}
+
+export const SMOLLM2_135M_SHAPE: GeneratedShape = {
+  hiddenSize: 576,
+  numLayers: 30,
+  numHeads: 9,
+  numKvHeads: 3,
+  intermediateSize: 1536,
+  vocabSize: 49152,
+  maxPositionEmbeddings: 2048,
+  tied: true,
+  seed: 135,
+};
+
+interface TensorPlan {
+  readonly name: string;
+  readonly shape: number[];
+  readonly std: number;
+  readonly mean: number;
+}
+
+function plan(s: GeneratedShape): TensorPlan[] {
+  const D = s.hiddenSize / s.numHeads;
+  const t: TensorPlan[] = [];
+  const add = (name: string, shape: number[], std: number, mean = 0) => t.push({ name, shape, std, mean });
+  const linear = (name: string, out: number, inFeatures: number) => add(name, [out, inFeatures], 0.5 / Math.sqrt(inFeatures));
+  add('model.embed_tokens.weight', [s.vocabSize, s.hiddenSize], 0.1);
+  for (let l = 0; l < s.numLayers; l++) {
+    const p = `model.layers.${l}`;
+    add(`${p}.input_layernorm.weight`, [s.hiddenSize], 0.05, 1);
+    linear(`${p}.self_attn.q_proj.weight`, s.numHeads * D, s.hiddenSize);
+    linear(`${p}.self_attn.k_proj.weight`, s.numKvHeads * D, s.hiddenSize);
+    linear(`${p}.self_attn.v_proj.weight`, s.numKvHeads * D, s.hiddenSize);
+    linear(`${p}.self_attn.o_proj.weight`, s.hiddenSize, s.numHeads * D);
+    add(`${p}.post_attention_layernorm.weight`, [s.hiddenSize], 0.05, 1);
+    linear(`${p}.mlp.gate_proj.weight`, s.intermediateSize, s.hiddenSize);
+    linear(`${p}.mlp.up_proj.weight`, s.intermediateSize, s.hiddenSize);
+    linear(`${p}.mlp.down_proj.weight`, s.hiddenSize, s.intermediateSize);
+  }
+  add('model.norm.weight', [s.hiddenSize], 0.05, 1);
+  if (!s.tied) add('lm_head.weight', [s.vocabSize, s.hiddenSize], 0.1);
+  return t;
+}
+
+/** Write (or reuse) the checkpoint folder `dir`. Returns `dir`. */
+export async function generateCheckpoint(dir: string, shape: GeneratedShape = SMOLLM2_135M_SHAPE): Promise<string> {
+  const marker = path.join(dir, '.complete');
+  const stamp = JSON.stringify(shape);
+  if ((await readFile(marker, 'utf8').catch(() => '')) === stamp) return dir;
+  await mkdir(dir, { recursive: true });
+  const tensors = plan(shape);
+  const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
+  let offset = 0;
+  for (const t of tensors) {
+    const bytes = t.shape.reduce((a, b) => a * b, 1) * 4;
+    header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - (json.length % 8)) % 8); // data starts 8-aligned
+  const prefix = new Uint8Array(8 + json.length);
+  new DataView(prefix.buffer).setBigUint64(0, BigInt(json.length), true);
+  prefix.set(new TextEncoder().encode(json), 8);
+
+  const file = await open(path.join(dir, 'model.safetensors'), 'w');
+  try {
+    await file.write(prefix);
+    let state = (shape.seed * 2654435761) >>> 0 || 1;
+    for (const t of tensors) {
+      const values = new Float32Array(t.shape.reduce((a, b) => a * b, 1));
+      const scale = t.std * Math.sqrt(3) * 2; // uniform on [-√3σ, √3σ] has standard deviation σ
+      for (let i = 0; i < values.length; i++) {
+        state ^= state << 13;
+        state ^= state >>> 17;
+        state ^= state << 5;
+        values[i] = t.mean + ((state >>> 0) / 4294967296 - 0.5) * scale;
+      }
+      await file.write(new Uint8Array(values.buffer));
+    }
+  } finally {
+    await file.close();
+  }
+  const config = {
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    hidden_size: shape.hiddenSize,
+    intermediate_size: shape.intermediateSize,
+    num_hidden_layers: shape.numLayers,
+    num_attention_heads: shape.numHeads,
+    num_key_value_heads: shape.numKvHeads,
+    vocab_size: shape.vocabSize,
+    max_position_embeddings: shape.maxPositionEmbeddings,
+    rms_norm_eps: 1e-5,
+    rope_theta: 100000,
+    hidden_act: 'silu',
+    tie_word_embeddings: shape.tied,
+    torch_dtype: 'float32',
+    bos_token_id: 1,
+    eos_token_id: 2,
+    attention_bias: false,
+  };
+  await writeFile(path.join(dir, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
+  await writeFile(path.join(dir, 'generation_config.json'), `${JSON.stringify({ bos_token_id: 1, eos_token_id: 2 }, null, 2)}\n`);
+  for (const [name, text] of tinyTokenizerFiles(shape.vocabSize)) await writeFile(path.join(dir, name), text);
+  await writeFile(marker, stamp);
+  return dir;
+}

@@ -1,0 +1,221 @@
+/**
+ * One bench configuration, measured in its own process (so its peak resident memory is its
+ * own): `node --import tsx bench/measure.ts '<MeasureSpec JSON>'` prints one JSON line,
+ * a MeasureResult, on stdout. The runner (bench/run.ts) spawns one per configuration.
+ *
+ * Every configuration runs the same three requests, greedy, never stopping at EOS:
+ *   warm-up: 8-token prompt, 2 tokens (first-run costs out of the figures)
+ *   short:   32-token prompt, `decodeTokens` tokens → time to first token, decode tokens/s
+ *   long:    `longPrompt`-token prompt, 1 token   → time to first token
+ * Decode tokens/s = (tokens − 1) / (time of the last token − time of the first).
+ */
+import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { generateLocal } from '../src/core/route/local-pipeline.ts';
+import { validateSamplingParams } from '../src/core/sampling/index.ts';
+import { startHead } from '../src/node/head/head-node.ts';
+import { loadLocalPipeline, openLocalModel, openLocalTokenizer } from '../src/node/local-model.ts';
+import { spawnLocalPeers } from '../src/node/peer/local-peers.ts';
+import { MeteredLink, newMeter, type LinkMeter } from './metered-link.ts';
+
+export type MeasureSpec =
+  | (CommonSpec & { readonly kind: 'one-process' })
+  | (CommonSpec & { readonly kind: 'pipeline'; readonly peers: number; readonly link: 'relay' | 'direct'; readonly linkDelayMs: number })
+  | (CommonSpec & { readonly kind: 'transformers'; readonly exportDir: string });
+
+interface CommonSpec {
+  readonly model: string; // checkpoint folder
+  readonly threads: number;
+  readonly decodeTokens: number;
+  readonly longPrompt: number;
+}
+
+export interface RequestTiming {
+  readonly promptTokens: number;
+  readonly ttftMs: number;
+  /** ms since the request started, per generated token. */
+  readonly tokenTimesMs: readonly number[];
+  readonly tokenIds: readonly number[];
+}
+
+export interface MeasureResult {
+  readonly spec: MeasureSpec;
+  readonly loadMs: number;
+  readonly short: RequestTiming;
+  readonly long: RequestTiming;
+  readonly decodeTokensPerSecond: number;
+  /** Peak resident memory in bytes: this process, then each peer process. */
+  readonly peakRssBytes: number;
+  readonly peers: { readonly id: string; readonly range?: [number, number]; readonly peakRssBytes: number }[];
+  /** Per hop (pipeline only): frames, bytes and request times the head saw. */
+  readonly hops: (LinkMeter & { readonly peerId: string; readonly range?: [number, number]; readonly hopMeanMs: number })[];
+  readonly devices?: readonly string[];
+}
+
+/** Runs one request; resolves with the times of its tokens. */
+type Generate = (promptIds: number[], tokens: number) => Promise<RequestTiming>;
+
+function promptOf(length: number, vocab: number, seed: number): number[] {
+  let state = seed >>> 0 || 1;
+  return Array.from({ length }, () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return 3 + (state % (vocab - 3));
+  });
+}
+
+async function timed(promptIds: number[], run: (onToken: (id: number) => void) => Promise<void>): Promise<RequestTiming> {
+  const times: number[] = [];
+  const ids: number[] = [];
+  const started = performance.now();
+  await run((id) => {
+    times.push(performance.now() - started);
+    ids.push(id);
+  });
+  return { promptTokens: promptIds.length, ttftMs: times[0], tokenTimesMs: times, tokenIds: ids };
+}
+
+const params = (tokens: number) => validateSamplingParams({ temperature: 0, maxTokens: tokens });
+
+async function measureRequests(generate: Generate, vocab: number, spec: CommonSpec) {
+  await generate(promptOf(8, vocab, 1), 2);
+  const short = await generate(promptOf(32, vocab, 2), spec.decodeTokens);
+  const long = await generate(promptOf(spec.longPrompt, vocab, 3), 1);
+  const t = short.tokenTimesMs;
+  const decodeTokensPerSecond = ((t.length - 1) * 1000) / (t[t.length - 1] - t[0]);
+  return { short, long, decodeTokensPerSecond };
+}
+
+/** Peak resident memory of another process (Linux: VmHWM), bytes. */
+async function peakRssOf(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0;
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const kb = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
+  return kb ? Number(kb) * 1024 : 0;
+}
+
+const ownPeakRss = () => process.resourceUsage().maxRSS * 1024;
+
+async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<MeasureResult> {
+  const loadStart = performance.now();
+  const model = await openLocalModel(spec.model);
+  const { numLayers, vocabSize } = model.checkpoint.config;
+  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', threads: spec.threads });
+  const loadMs = performance.now() - loadStart;
+  try {
+    const generate: Generate = (promptIds, tokens) =>
+      timed(promptIds, async (onToken) => {
+        for await (const token of generateLocal(pipeline, promptIds, params(tokens), randomUUID())) onToken(token.tokenId);
+      });
+    const runs = await measureRequests(generate, vocabSize, spec);
+    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices };
+  } finally {
+    await pipeline.dispose();
+  }
+}
+
+async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promise<MeasureResult> {
+  const loadStart = performance.now();
+  const model = await openLocalModel(spec.model);
+  const { vocabSize, hiddenSize } = model.checkpoint.config;
+  const meters = new Map<string, LinkMeter>();
+  const log = process.env.BENCH_VERBOSE ? (line: string) => process.stderr.write(`  ${line}\n`) : () => {};
+  const head = await startHead({
+    model,
+    tokenizer: await openLocalTokenizer(model),
+    name: 'bench',
+    port: 0,
+    host: '127.0.0.1',
+    link: spec.link,
+    headLayers: 'none',
+    dtype: 'fp32',
+    device: 'cpu',
+    threads: spec.threads,
+    log,
+    wrapLink: (link, peerId) => {
+      const meter = newMeter();
+      meters.set(peerId, meter);
+      return new MeteredLink(link, meter, spec.linkDelayMs, 2 * hiddenSize * 4 - 1);
+    },
+  });
+  const peers = spawnLocalPeers({ count: spec.peers, headUrl: head.peerUrl, joinToken: head.joinToken, link: spec.link, device: 'cpu', threads: spec.threads, log });
+  try {
+    await head.waitForPeers(spec.peers, 120_000);
+    let lastHops: { peerId: string; range: { start: number; end: number }; frames: number; totalMs: number }[] = [];
+    const generate: Generate = (promptIds, tokens) =>
+      timed(promptIds, async (onToken) => {
+        const session = head.openSession({ sessionId: randomUUID(), promptIds, params: params(tokens) });
+        for await (const event of session) if (event.type === 'token') onToken(event.tokenId);
+        lastHops = session.telemetry.hops;
+      });
+    // The first request also makes the peers load their layers: count it as loading.
+    await generate(promptOf(4, vocabSize, 9), 1);
+    const loadMs = performance.now() - loadStart;
+    for (const meter of meters.values()) Object.assign(meter, newMeter());
+    const runs = await measureRequests(generate, vocabSize, spec);
+    const ranges = new Map(lastHops.map((h) => [h.peerId, [h.range.start, h.range.end] as [number, number]]));
+    const peerResults = await Promise.all(
+      peers.processes.map(async (child, i) => ({ id: `local-${i + 1}`, range: ranges.get(`local-${i + 1}`), peakRssBytes: await peakRssOf(child.pid) })),
+    );
+    const hops = [...meters].map(([peerId, meter]) => ({
+      peerId,
+      range: ranges.get(peerId),
+      ...meter,
+      hopMeanMs: meter.frames ? meter.totalMs / meter.frames : 0,
+    }));
+    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops };
+  } finally {
+    await head.close();
+    await peers.close();
+  }
+}
+
+async function transformersJs(spec: MeasureSpec & { kind: 'transformers' }): Promise<MeasureResult> {
+  const loadStart = performance.now();
+  const { AutoModelForCausalLM, Tensor, env } = await import('@huggingface/transformers');
+  env.allowRemoteModels = false;
+  env.localModelPath = path.dirname(spec.exportDir);
+  const model = await AutoModelForCausalLM.from_pretrained(path.basename(spec.exportDir), {
+    local_files_only: true,
+    device: 'cpu',
+    dtype: 'fp32',
+    session_options: { intraOpNumThreads: spec.threads },
+  });
+  const loadMs = performance.now() - loadStart;
+  const vocab = JSON.parse(await readFile(path.join(spec.exportDir, 'config.json'), 'utf8')).vocab_size as number;
+  try {
+    const generate: Generate = (promptIds, tokens) =>
+      timed(promptIds, async (onToken) => {
+        const ids = BigInt64Array.from(promptIds.map(BigInt));
+        let prompt = true;
+        // put() gets the prompt first, then each new token.
+        const streamer = {
+          put(value: bigint[][] | { tolist(): bigint[][] }) {
+            if (prompt) return void (prompt = false);
+            const rows = Array.isArray(value) ? value : value.tolist();
+            for (const id of rows[0] ?? []) onToken(Number(id));
+          },
+          end() {},
+        };
+        await model.generate({
+          inputs: new Tensor('int64', ids, [1, ids.length]),
+          attention_mask: new Tensor('int64', new BigInt64Array(ids.length).fill(1n), [1, ids.length]),
+          max_new_tokens: tokens,
+          min_new_tokens: tokens, // never stop at EOS, like the meshnet runs
+          do_sample: false,
+          streamer: streamer as never,
+        });
+      });
+    const runs = await measureRequests(generate, vocab, spec);
+    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: [], hops: [] };
+  } finally {
+    await model.dispose();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const spec = JSON.parse(process.argv[2]) as MeasureSpec;
+  const result = spec.kind === 'one-process' ? await oneProcess(spec) : spec.kind === 'pipeline' ? await pipelineOfPeers(spec) : await transformersJs(spec);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  process.exit(0);
+}

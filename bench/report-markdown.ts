@@ -1,0 +1,63 @@
+/** The bench report as Markdown: targets first, then one figures table per model. */
+import type { BenchReport } from './report.ts';
+
+const MiB = 2 ** 20;
+const fixed = (x: number | undefined, digits = 1) => (x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits));
+const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : '—');
+
+export function renderMarkdown(report: BenchReport): string {
+  const lines: string[] = [];
+  const bw = report.bandwidth;
+  lines.push(`# meshnet bench — ${report.startedAt}${report.quick ? ' (quick)' : ''}`, '');
+  lines.push(
+    `${report.machine.cpus} × ${report.machine.cpuModel}, ${(Number(report.machine.totalMemoryBytes) / 2 ** 30).toFixed(0)} GiB, Node ${report.machine.node}, ${report.machine.platform}. ` +
+      `${report.threads} onnxruntime threads per process, fp32 on the CPU, greedy, ${report.decodeTokens} decode tokens after a 32-token prompt. ` +
+      `Run took ${report.durationS.toFixed(0)} s.`,
+    '',
+  );
+  lines.push(
+    `Memory bandwidth (TypedArray copy, bytes read + written per second): ${(bw.oneStream / 1e9).toFixed(1)} GB/s one stream, ` +
+      `${(bw.allStreams / 1e9).toFixed(1)} GB/s with ${bw.streams} streams (used as the limit).`,
+    '',
+  );
+  lines.push('## Targets', '', '| target | measured | met |', '| --- | --- | --- |');
+  for (const t of report.targets) lines.push(`| ${t.target} | ${t.measured} | ${t.met ? 'yes' : '**no**'} |`);
+  lines.push('');
+  for (const model of report.models) {
+    const c = model.config;
+    lines.push(`## ${model.name}`, '');
+    lines.push(
+      `${c.numLayers} layers, hidden ${c.hiddenSize}, ${c.numHeads}/${c.numKvHeads} heads, vocabulary ${c.vocabSize}. ` +
+        `Weights read per token: ${(model.weightBytesPerToken / MiB).toFixed(1)} MiB → limit ${fixed(model.limitTokensPerSecond)} tokens/s at the measured bandwidth. ` +
+        `Long prompt: ${model.longPrompt} tokens.`,
+      '',
+    );
+    lines.push(
+      '| configuration | decode tok/s | ms/token | TTFT 32 (ms) | TTFT ' + model.longPrompt + ' (ms) | ÷ one process | ÷ transformers.js | of bandwidth limit | added ms/hop/token | hop decode ms | activation B/token/hop (→ / ←) | peak RSS (MiB) | same tokens |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    );
+    for (const r of model.rows) {
+      const rss = r.peakRss.map((p) => `${p.process}${p.range ? ` [${p.range.join(',')})` : ''} ${(p.bytes / MiB).toFixed(0)}`).join('; ');
+      lines.push(
+        `| ${r.label} | ${fixed(r.decodeTokensPerSecond)} | ${fixed(r.msPerToken, 2)} | ${fixed(r.ttftShortMs, 0)} | ${fixed(r.ttftLongMs, 0)} | ${pct(r.vsOneProcess)} | ${fixed(r.vsTransformers, 2)}× | ${pct(r.fractionOfLimit)} | ` +
+          `${fixed(r.addedMsPerHopPerToken, 2)} | ${r.hopDecodeMs ? r.hopDecodeMs.map((m) => m.toFixed(2)).join(' / ') : '—'} | ` +
+          `${r.activationBytesPerTokenPerHop ? `${r.activationBytesPerTokenPerHop.sent.toFixed(0)} / ${r.activationBytesPerTokenPerHop.received.toFixed(0)}` : '—'} | ${rss} | ${r.sameTokens ? 'yes' : 'no'} |`,
+      );
+    }
+    lines.push('');
+  }
+  lines.push(
+    '## How to read this',
+    '',
+    '- Decode tokens/s: (tokens − 1) ÷ (time of the last token − time of the first), after a warm-up request.',
+    '- TTFT: from the request to its first token (prefill of the whole prompt + one LM head). transformers.js computes logits for every prompt position (the Optimum layout); meshnet only for the last.',
+    '- Added ms/hop/token: (pipeline ms/token − one-process ms/token) ÷ hops. It is the whole cost of splitting, per hop: frame encode/decode, socket, event loop, worker hand-offs, and the head\'s extra embedding/LM-head runs.',
+    '- Hop decode ms: the head\'s mean request time per decode frame on each hop, the peer\'s compute included.',
+    '- Activation bytes: whole frames (header + fp32 hidden state) per decode step per hop, head → peer and peer → head.',
+    '- Peak RSS: VmHWM of each peer process, maxRSS of the head/one process. Layer bytes are the fp32 weights of the process\'s layers.',
+    '- Same tokens: the 32-token prompt\'s greedy tokens equal the one-process run\'s (transformers.js is run with min_new_tokens, which masks EOS, so it may differ once EOS would win).',
+    '- Link delay (`--link-delay-ms N`): N ms of added round-trip time per frame, half before sending and half after the answer (head side).',
+    '',
+  );
+  return lines.join('\n');
+}

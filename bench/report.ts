@@ -1,0 +1,169 @@
+/**
+ * The bench report: raw per-configuration results plus the derived figures and the verdict
+ * on each target. Pure: plain data in, plain data out.
+ */
+import type { ModelConfig } from '../src/core/model/types.ts';
+import type { MeasureResult } from './measure.ts';
+
+export interface ModelReport {
+  readonly name: string;
+  readonly directory: string;
+  readonly config: ModelConfig;
+  readonly tensors: readonly { readonly name: string; readonly bytes: number }[]; // fp32 bytes
+  readonly longPrompt: number;
+  readonly results: readonly MeasureResult[];
+}
+
+export interface Row {
+  readonly label: string;
+  readonly kind: MeasureResult['spec']['kind'];
+  readonly decodeTokensPerSecond: number;
+  readonly msPerToken: number;
+  readonly ttftShortMs: number;
+  readonly ttftLongMs: number;
+  readonly loadMs: number;
+  /** decode tokens/s ÷ one process's. */
+  readonly vsOneProcess: number;
+  /** decode tokens/s ÷ transformers.js's. */
+  readonly vsTransformers: number;
+  /** decode tokens/s ÷ (bandwidth ÷ weight bytes per token). */
+  readonly fractionOfLimit: number;
+  /** Pipelines: (ms/token − one process's ms/token) ÷ hops. */
+  readonly addedMsPerHopPerToken?: number;
+  /** Pipelines, decode frames: mean head-side request time per hop (peer compute included). */
+  readonly hopDecodeMs?: readonly number[];
+  /** Pipelines, decode: frame bytes per token per hop, head → peer and back. */
+  readonly activationBytesPerTokenPerHop?: { readonly sent: number; readonly received: number };
+  readonly peakRss: readonly { readonly process: string; readonly range?: [number, number]; readonly bytes: number; readonly layerBytes?: number }[];
+  /** The short request's tokens equal the one-process run's. */
+  readonly sameTokens: boolean;
+}
+
+export interface Target {
+  readonly target: string;
+  readonly measured: string;
+  readonly met: boolean;
+}
+
+export interface BenchReport {
+  readonly startedAt: string;
+  readonly durationS: number;
+  readonly quick: boolean;
+  readonly threads: number;
+  readonly decodeTokens: number;
+  readonly linkDelayMs?: number;
+  readonly machine: Record<string, string | number>;
+  readonly bandwidth: { readonly oneStream: number; readonly allStreams: number; readonly streams: number };
+  readonly models: readonly (ModelReport & { readonly weightBytesPerToken: number; readonly limitTokensPerSecond: number; readonly rows: readonly Row[] })[];
+  readonly targets: readonly Target[];
+}
+
+export type BenchInput = Omit<BenchReport, 'models' | 'targets'> & { readonly models: readonly ModelReport[] };
+
+const LAYER = /^model\.layers\.(\d+)\./;
+
+/** Weight bytes one decode step reads: every matrix once; the embedding table only as the LM head (one row is gathered). */
+export function weightBytesPerToken(model: Pick<ModelReport, 'config' | 'tensors'>): number {
+  const all = model.tensors.reduce((sum, t) => sum + t.bytes, 0);
+  if (model.config.tieWordEmbeddings) return all;
+  const embed = model.tensors.find((t) => t.name === 'model.embed_tokens.weight')?.bytes ?? 0;
+  return all - embed + model.config.hiddenSize * 4;
+}
+
+function layerBytes(model: ModelReport, range: [number, number]): number {
+  return model.tensors.reduce((sum, t) => {
+    const layer = LAYER.exec(t.name);
+    return layer && Number(layer[1]) >= range[0] && Number(layer[1]) < range[1] ? sum + t.bytes : sum;
+  }, 0);
+}
+
+const rowLabel = (r: MeasureResult) =>
+  r.spec.kind === 'pipeline'
+    ? `${r.spec.peers} peers, ${r.spec.link}${r.spec.linkDelayMs ? `, +${r.spec.linkDelayMs} ms RTT` : ''}`
+    : r.spec.kind === 'one-process'
+      ? 'meshnet, one process'
+      : 'transformers.js';
+
+function rows(model: ModelReport, limit: number): Row[] {
+  const one = model.results.find((r) => r.spec.kind === 'one-process');
+  const tjs = model.results.find((r) => r.spec.kind === 'transformers');
+  const all = model.tensors.reduce((sum, t) => sum + t.bytes, 0);
+  return model.results.map((r) => {
+    const tps = r.decodeTokensPerSecond;
+    const hops = r.hops.length;
+    const decodeFrames = r.hops.reduce((s, h) => s + h.decodeFrames, 0);
+    return {
+      label: rowLabel(r),
+      kind: r.spec.kind,
+      decodeTokensPerSecond: tps,
+      msPerToken: 1000 / tps,
+      ttftShortMs: r.short.ttftMs,
+      ttftLongMs: r.long.ttftMs,
+      loadMs: r.loadMs,
+      vsOneProcess: one ? tps / one.decodeTokensPerSecond : NaN,
+      vsTransformers: tjs ? tps / tjs.decodeTokensPerSecond : NaN,
+      fractionOfLimit: tps / limit,
+      ...(r.spec.kind === 'pipeline' && one && hops > 0
+        ? {
+            addedMsPerHopPerToken: (1000 / tps - 1000 / one.decodeTokensPerSecond) / hops,
+            hopDecodeMs: r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0)),
+            activationBytesPerTokenPerHop: {
+              sent: r.hops.reduce((s, h) => s + h.decodeSentBytes, 0) / decodeFrames,
+              received: r.hops.reduce((s, h) => s + h.decodeReceivedBytes, 0) / decodeFrames,
+            },
+          }
+        : {}),
+      peakRss: [
+        { process: r.spec.kind === 'pipeline' ? 'head' : 'process', bytes: r.peakRssBytes, ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: all }) },
+        ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? layerBytes(model, p.range) : undefined })),
+      ],
+      sameTokens: one ? JSON.stringify(r.short.tokenIds) === JSON.stringify(one.short.tokenIds) : true,
+    };
+  });
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+const MiB = 2 ** 20;
+
+function targets(models: BenchReport['models']): Target[] {
+  const out: Target[] = [];
+  const smol = models.find((m) => m.name.startsWith('smollm2')) ?? models.at(-1)!;
+  const loopback = (row: Row) => row.kind === 'pipeline' && !row.label.includes('RTT');
+  for (const row of smol.rows.filter(loopback)) {
+    out.push({ target: `${smol.name}, ${row.label}: ≥ 90% of one-process decode tokens/s`, measured: pct(row.vsOneProcess), met: row.vsOneProcess >= 0.9 });
+  }
+  for (const model of models) {
+    const added = model.rows.filter(loopback).map((r) => r.addedMsPerHopPerToken ?? 0);
+    if (added.length) {
+      const worst = Math.max(...added);
+      out.push({ target: `${model.name}: added latency per Node↔Node hop on loopback < 1 ms per token`, measured: `${added.map((a) => a.toFixed(2)).join(' / ')} ms (worst ${worst.toFixed(2)})`, met: worst < 1 });
+    }
+  }
+  for (const model of models) {
+    const one = model.rows.find((r) => r.kind === 'one-process');
+    if (one && Number.isFinite(one.vsTransformers)) {
+      out.push({ target: `${model.name}: one-process meshnet ≥ transformers.js (decode tokens/s)`, measured: `${one.vsTransformers.toFixed(2)}×`, met: one.vsTransformers >= 1 });
+    }
+  }
+  // Memory follows the layer share: a peer's peak RSS is its layers' weights plus a runtime
+  // baseline, not the whole model. Allowance: 1.5 × its layer bytes + 200 MiB.
+  for (const row of smol.rows.filter(loopback)) {
+    const peers = row.peakRss.filter((p) => p.layerBytes !== undefined && p.process !== 'process');
+    const ok = peers.every((p) => p.bytes <= 1.5 * p.layerBytes! + 200 * MiB);
+    out.push({
+      target: `${smol.name}, ${row.label}: each peer's peak RSS follows its share of layers`,
+      measured: peers.map((p) => `${p.process} [${p.range?.join(', ')}): ${(p.bytes / MiB).toFixed(0)} MiB for ${(p.layerBytes! / MiB).toFixed(0)} MiB of layers`).join('; '),
+      met: peers.length > 0 && ok,
+    });
+  }
+  return out;
+}
+
+export function summarize(input: BenchInput): BenchReport {
+  const models = input.models.map((model) => {
+    const perToken = weightBytesPerToken(model);
+    const limitTokensPerSecond = input.bandwidth.allStreams / perToken;
+    return { ...model, weightBytesPerToken: perToken, limitTokensPerSecond, rows: rows(model, limitTokensPerSecond) };
+  });
+  return { ...input, models, targets: targets(models) };
+}
