@@ -156,7 +156,9 @@ describe('a peer refuses bad input with typed errors and keeps serving', () => {
     const lying = patched(validFrame(rid()), (view) => view.setUint32(FRAME_OFFSETS.payloadLength, 8, true));
     expect(await refusal(lying)).toMatchObject({ code: 'wrong_payload_size' });
     const narrow = frameFor({ requestId: rid(), sessionId: randomUUID(), startPosition: 0, activations: testActivations(hidden / 2, 1, 6) });
+    const entriesBefore = peer.shard.kvEntries;
     const error = await refusal(narrow);
+    expect(peer.shard.kvEntries, 'a refused prefill leaves no KV entry behind').toBe(entriesBefore);
     expect(error).toMatchObject({ code: 'wrong_payload_size' });
     expect(error.message).toMatch(/hidden size/);
     const extra = new Uint8Array(truncated.byteLength + 4);

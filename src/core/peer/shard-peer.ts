@@ -160,6 +160,10 @@ export class ShardPeer {
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
     try {
       return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);
+    } catch (error) {
+      // A refused step must not leave an empty entry behind (a sender could pile them up).
+      if (kv.length === 0) this.store.discard(kv);
+      throw error;
     } finally {
       this.store.enforceBudget(kv);
     }

@@ -45,6 +45,13 @@ export class KvStore<T> {
     return state;
   }
 
+  /** Dispose one state (e.g. one a failed prefill left empty). */
+  discard(state: KvState<T>): void {
+    const key = `${state.sessionId}@${rangeKey(state.range)}`;
+    if (this.states.get(key) === state) this.states.delete(key);
+    state.dispose();
+  }
+
   /** Dispose every state the session holds here. Returns how many were freed. */
   release(sessionId: string): number {
     let freed = 0;
