@@ -22,6 +22,7 @@ import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { serviceUnavailable, unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
+import { parseHeadLayers } from '../cli/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
 
 export interface ServeOptions {
@@ -66,7 +67,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
   if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
-  const headLayers = typeof options.headLayers === 'string' && options.headLayers !== 'auto' && options.headLayers !== 'none' ? parseRange(options.headLayers) : (options.headLayers as 'auto' | 'none' | LayerRange);
+  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, 'auto', config.numLayers) : options.headLayers;
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
   const metrics = new HeadMetrics();
@@ -164,10 +165,4 @@ function waitForMinPeers(ctx: HeadContext, count: number, seconds: number, signa
       seconds * 1000,
     );
   });
-}
-
-function parseRange(spec: string): LayerRange {
-  const match = /^(\d+):(\d+)$/.exec(spec);
-  if (!match) throw new Error(`--head-layers: '${spec}' is not auto, none or START:END`);
-  return { start: Number(match[1]), end: Number(match[2]) };
 }
