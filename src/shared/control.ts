@@ -104,6 +104,10 @@ export interface StatsMessage extends Correlated {
   readonly kvBudgetBytes: number;
   readonly tokensServed: number;
   readonly framesServed: number;
+  /** One-position (decode) frames served, and the ms spent on them: whole (frame decode, run, encode) and inside the shard run. */
+  readonly decodeFrames?: number;
+  readonly decodeBusyMs?: number;
+  readonly decodeRunMs?: number;
 }
 /** Liveness; `t` is the sender's clock in milliseconds, echoed by `pong`. */
 export interface PingMessage extends Correlated {
@@ -191,6 +195,9 @@ const readers: Record<ControlKind, Reader> = {
     kvBudgetBytes: r.integer('kvBudgetBytes'),
     tokensServed: r.integer('tokensServed'),
     framesServed: r.integer('framesServed'),
+    decodeFrames: r.optional('decodeFrames', (f) => r.integer(f)),
+    decodeBusyMs: r.optional('decodeBusyMs', (f) => r.number(f, 0)),
+    decodeRunMs: r.optional('decodeRunMs', (f) => r.number(f, 0)),
   }),
   ping: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
   pong: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),

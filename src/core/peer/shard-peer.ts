@@ -22,6 +22,18 @@ export interface ShardLoader {
 /** The answer to a frame: a result frame, or an error message carrying its request id. */
 export type FrameReply = { readonly frame: Uint8Array } | { readonly error: ErrorMessage };
 
+/**
+ * What a socket endpoint needs from a peer: answers to frames and control messages, never
+ * thrown. ShardPeer is one; a proxy to a ShardPeer in a worker thread is another.
+ */
+export interface ShardService {
+  handleFrame(bytes: Uint8Array): Promise<FrameReply>;
+  handleControl(message: ControlMessage): Promise<ControlMessage>;
+  /** KV entries held (as last known, for a proxy). */
+  readonly kvEntries: number;
+  dispose(): Promise<void>;
+}
+
 export interface ShardPeerOptions {
   readonly loader: ShardLoader;
   readonly kvBudgetBytes: number;
@@ -33,13 +45,15 @@ const rangeKey = (r: LayerRange) => `${r.start}:${r.end}`;
 /** How many released session ids a peer remembers, to tell `unknown_session` from a cache miss. */
 const RELEASED_MEMORY = 4096;
 
-export class ShardPeer {
+export class ShardPeer implements ShardService {
   private readonly executors = new Map<string, ShardExecutor>();
   private readonly loading = new Map<string, Promise<ShardExecutor>>();
   private store: KvStore<unknown> | undefined;
   private readonly released = new Set<string>();
   private tokensServed = 0;
   private framesServed = 0;
+  /** One-position (decode) frames: count, ms handling them whole, ms inside the executor. */
+  private readonly decode = { frames: 0, busyMs: 0, runMs: 0 };
 
   constructor(private readonly options: ShardPeerOptions) {}
 
@@ -65,16 +79,24 @@ export class ShardPeer {
   /** Answer one binary activation frame. Never throws: failures become error replies. */
   async handleFrame(bytes: Uint8Array): Promise<FrameReply> {
     let frame: ActivationFrame | undefined;
+    const received = performance.now();
     try {
       frame = decodeFrame(bytes);
       if (frame.kind === 'result') throw new ProtocolError('bad_frame', 'a peer does not accept result frames', this.context(frame));
       assertFiniteActivations(frame.activations, this.context(frame));
-      const started = Date.now();
+      const started = performance.now();
       const result = await this.run(frame);
+      const ran = performance.now();
       this.framesServed++;
       this.tokensServed += frame.activations.tokens;
-      this.options.onServed?.(frame, Date.now() - started);
-      return { frame: encodeFrame({ ...frame, kind: 'result', activations: result }) };
+      this.options.onServed?.(frame, ran - started);
+      const reply = encodeFrame({ ...frame, kind: 'result', activations: result });
+      if (frame.activations.tokens === 1) {
+        this.decode.frames++;
+        this.decode.runMs += ran - started;
+        this.decode.busyMs += performance.now() - received;
+      }
+      return { frame: reply };
     } catch (error) {
       return { error: errorToControlMessage(toWireError(error), frame ? this.context(frame) : { requestId: peekRequestId(bytes) }) };
     }
@@ -117,6 +139,9 @@ export class ShardPeer {
       kvBudgetBytes: this.options.kvBudgetBytes,
       tokensServed: this.tokensServed,
       framesServed: this.framesServed,
+      decodeFrames: this.decode.frames,
+      decodeBusyMs: this.decode.busyMs,
+      decodeRunMs: this.decode.runMs,
     };
   }
 
