@@ -37,6 +37,8 @@ export interface PipelineOptions {
   readonly device: string;
   readonly dtype: ActivationDtype;
   readonly threads?: number;
+  /** Let idle onnxruntime threads spin (see NodeRuntimeOptions.spinning). */
+  readonly spinning?: boolean;
   /** KV budget per stage, bytes. */
   readonly kvBudgetBytes?: number;
   /** onnxruntime module and providers to use instead of the Node table (e.g. the browser peer's). */

@@ -23,6 +23,12 @@ export interface NodeRuntimeOptions {
   readonly dtype: ActivationDtype;
   /** Threads per session; in multi-process runs keep it small and spinning off. */
   readonly threads?: number;
+  /**
+   * Let idle onnxruntime threads spin between operators (default off). Spinning saves the
+   * wake-up of every pool thread at every operator — a lot for decode on an otherwise idle
+   * machine — but steals cores from other processes (peers, anything else running).
+   */
+  readonly spinning?: boolean;
 }
 
 async function webModule(): Promise<OrtModule> {
@@ -45,6 +51,6 @@ export async function nodeLoaderOptions(options: NodeRuntimeOptions): Promise<Or
     kvOnGpu: true,
     // Weights from a file, not from memory: see PackedWeights (src/core/runtime/ort-session.ts).
     weightsFolder: (artifact, source) => shardWeightsFolder(artifact, source),
-    extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
+    extra: options.spinning ? {} : { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
   };
 }
