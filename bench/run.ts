@@ -20,7 +20,7 @@ import type { BandwidthSample } from './bandwidth.ts';
 import { exportForTransformers } from './export-transformers.ts';
 import { generateCheckpoint } from './generate-checkpoint.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
-import { summarize, type BenchReport, type ModelReport } from './report.ts';
+import { rowLabel, summarize, type BenchReport, type ModelReport } from './report.ts';
 import { renderMarkdown } from './report-markdown.ts';
 
 const BENCH = import.meta.dirname;
@@ -34,12 +34,14 @@ const { values } = parseArgs({
     'link-delay-ms': { type: 'string' },
     'decode-tokens': { type: 'string' },
     threads: { type: 'string' },
+    repeats: { type: 'string' },
   },
 });
 const quick = values.quick!;
 const threads = Number(values.threads ?? Math.max(1, os.availableParallelism()));
 const linkDelayMs = values['link-delay-ms'] === undefined ? undefined : Number(values['link-delay-ms']);
 const decodeTokens = Number(values['decode-tokens'] ?? (quick ? 32 : 128));
+const repeats = Number(values.repeats ?? (quick ? 2 : 3));
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
 function runChild(script: string, args: string[]): Promise<string> {
@@ -63,19 +65,20 @@ async function measureBandwidth(): Promise<{ oneStream: number; allStreams: numb
 }
 
 function configurations(model: string, exportDir: string, longPrompt: number): MeasureSpec[] {
-  const common = { model, threads, decodeTokens, longPrompt };
-  const specs: MeasureSpec[] = [{ ...common, kind: 'one-process' }];
+  // Spinning off is meshnet's setting everywhere (peers share the cores); transformers.js
+  // leaves onnxruntime's default (on). Both engines run both ways, so each ratio compares
+  // like with like.
+  const common = { model, threads, decodeTokens, longPrompt, repeats, spinning: false };
+  const specs: MeasureSpec[] = [{ ...common, kind: 'one-process' }, { ...common, kind: 'one-process', spinning: true }];
   const pipelines: [number, 'relay' | 'direct'][] = quick ? [[2, 'relay']] : [[2, 'relay'], [2, 'direct'], [3, 'relay'], [3, 'direct']];
   for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs: 0 });
   if (linkDelayMs !== undefined) {
     for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs });
   }
-  specs.push({ ...common, kind: 'transformers', exportDir });
+  specs.push({ ...common, kind: 'transformers', exportDir, spinning: true }, { ...common, kind: 'transformers', exportDir });
   return specs;
 }
 
-const label = (spec: MeasureSpec) =>
-  spec.kind === 'pipeline' ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? ` +${spec.linkDelayMs} ms RTT` : ''}` : spec.kind === 'one-process' ? 'one process' : 'transformers.js';
 
 async function benchModel(name: string, dir: string): Promise<ModelReport> {
   const model = await openLocalModel(dir);
@@ -89,7 +92,7 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
   for (const spec of configurations(dir, exportDir, longPrompt)) {
     const started = performance.now();
     const result = JSON.parse(await runChild('measure.ts', [JSON.stringify(spec)])) as MeasureResult;
-    log(`${name}: ${label(spec)}: ${result.decodeTokensPerSecond.toFixed(1)} tokens/s, TTFT ${result.short.ttftMs.toFixed(0)} / ${result.long.ttftMs.toFixed(0)} ms (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    log(`${name}: ${rowLabel(spec)}: ${result.decodeTokensPerSecond.toFixed(1)} tokens/s, TTFT ${result.short.ttftMs.toFixed(0)} / ${result.long.ttftMs.toFixed(0)} ms (${((performance.now() - started) / 1000).toFixed(1)} s)`);
     results.push(result);
   }
   return { name, directory: dir, config, tensors: [...model.checkpoint.tensors].map(([tensorName, t]) => ({ name: tensorName, bytes: t.shape.reduce((a, b) => a * b, 1) * 4 })), longPrompt, results };
@@ -97,7 +100,7 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
 
 const started = performance.now();
 if (values.cold) await rm(CACHE, { recursive: true, force: true });
-log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens${linkDelayMs !== undefined ? `, link delay ${linkDelayMs} ms RTT` : ''}`);
+log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens × ${repeats} repeats${linkDelayMs !== undefined ? `, link delay ${linkDelayMs} ms RTT` : ''}`);
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);
 const smolDir = await generateCheckpoint(path.join(CACHE, 'smollm2-135m-shaped'));
@@ -111,6 +114,7 @@ const report: BenchReport = summarize({
   quick,
   threads,
   decodeTokens,
+  repeats,
   linkDelayMs,
   machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '', totalMemoryBytes: os.totalmem(), node: process.version, platform: `${os.platform()} ${os.release()}` },
   bandwidth,
