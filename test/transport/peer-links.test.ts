@@ -3,6 +3,7 @@
  * dials a peer's WebSocket server) and relay (a peer dials the head's /peer/ws through
  * runPeer; the mesh's link for it is the link under test). Loopback, port 0 only.
  */
+import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { afterAll, beforeAll } from 'vitest';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { SocketLink } from '../../src/core/runtime/socket-link.ts';
@@ -68,7 +69,7 @@ peerLinkSuite(
     if (!member) throw new Error(`peer ${running.peerId} is not in the mesh after its welcome`);
     return {
       link: member.link,
-      peer: running.shard,
+      peer: running.shard as ShardPeer, // in-process (worker: false), so the suite can hold its frames
       drop: () => running.close(),
       cleanup: async () => {
         await running.close();

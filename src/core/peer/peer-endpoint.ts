@@ -7,7 +7,7 @@
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
 import type { LinkSocket } from '../runtime/socket-link.ts';
-import type { ShardPeer } from './shard-peer.ts';
+import type { ShardService } from './shard-peer.ts';
 
 const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'ping', 'stats']);
 
@@ -15,7 +15,7 @@ export class PeerEndpoint {
   private closed = false;
 
   constructor(
-    private readonly peer: ShardPeer,
+    private readonly peer: ShardService,
     private readonly socket: LinkSocket,
     private readonly onMessage: (message: ControlMessage) => void = () => {},
   ) {}

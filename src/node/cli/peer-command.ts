@@ -43,6 +43,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     joinToken: values['join-token'] ?? process.env.MESHNET_JOIN_TOKEN,
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],
+    worker: true,
     log: (line) => process.stderr.write(`meshnet peer: ${line}\n`),
   });
   const stop = async () => {

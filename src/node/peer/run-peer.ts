@@ -6,13 +6,14 @@
 import os from 'node:os';
 import { H3, defineWebSocketHandler } from 'h3';
 import { PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
-import { ShardPeer } from '../../core/peer/shard-peer.ts';
+import { ShardPeer, type ShardService } from '../../core/peer/shard-peer.ts';
 import { sameToken } from '../../core/route/peer-admission.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
 import { dialSocket, httpOrigin } from '../net/ws-dial.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
+import { WorkerShardService } from './worker-shard.ts';
 
 export interface PeerProcessOptions {
   readonly headUrl: string; // ws://host:port/peer/ws
@@ -24,13 +25,15 @@ export interface PeerProcessOptions {
   readonly peerId?: string;
   readonly threads?: number;
   readonly home?: string;
+  /** Run the ShardPeer in a worker thread, so onnxruntime never blocks the sockets. */
+  readonly worker?: boolean;
   readonly log?: (line: string) => void;
 }
 
 export interface RunningPeer {
   readonly peerId: string;
   readonly listenUrl?: string;
-  readonly shard: ShardPeer;
+  readonly shard: ShardService;
   /** Resolves with the reason when the head connection ends. */
   readonly closed: Promise<string>;
   close(): Promise<void>;
@@ -40,7 +43,7 @@ export function defaultPeerId(): string {
   return `node-${os.hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 128);
 }
 
-function directServer(shard: ShardPeer, joinToken: string | undefined) {
+function directServer(shard: ShardService, joinToken: string | undefined) {
   const app = new H3();
   const endpoints = new WeakMap<object, PeerEndpoint>();
   app.get(
@@ -68,10 +71,10 @@ function directServer(shard: ShardPeer, joinToken: string | undefined) {
 export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer> {
   const log = options.log ?? (() => {});
   const peerId = options.peerId ?? defaultPeerId();
-  const shard = new ShardPeer({
-    loader: httpShardLoader({ origin: httpOrigin(options.headUrl), joinToken: options.joinToken, device: options.device, threads: options.threads, home: options.home, log }),
-    kvBudgetBytes: options.memoryBudgetBytes,
-  });
+  const loader = { origin: httpOrigin(options.headUrl), joinToken: options.joinToken, device: options.device, threads: options.threads, home: options.home };
+  const shard: ShardService = options.worker
+    ? new WorkerShardService({ loader, kvBudgetBytes: options.memoryBudgetBytes }, log)
+    : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), kvBudgetBytes: options.memoryBudgetBytes });
   let server: RunningServer | undefined;
   let listenUrl: string | undefined;
   if (options.listenPort !== undefined) {
