@@ -62,7 +62,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
         report();
       },
     }),
-    kvBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
+    memoryBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
     onServed: (frame) => {
       status.tokensServed += frame.activations.tokens;
       report();

@@ -54,9 +54,12 @@ export interface LoadedPipeline extends LocalPipeline {
 export async function loadLocalPipeline(model: LocalModel, options: PipelineOptions): Promise<LoadedPipeline> {
   const { checkpoint, key } = model;
   const loader = options.loader ?? (await nodeLoaderOptions(options));
+  // Every session owns its thread pool: spinning pools of idle sessions (embedding, LM
+  // head) would steal the cores the working one needs. Only the layer sessions spin.
+  const headLoader = options.loader ?? (options.spinning ? await nodeLoaderOptions({ ...options, spinning: false }) : loader);
   const embedding = await getShardArtifact(checkpoint, key, { kind: 'embedding' }, options.dtype);
   const headArtifact = await getShardArtifact(checkpoint, key, { kind: 'head' }, options.dtype);
-  const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, loader);
+  const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, headLoader);
   const stages: PipelineStage[] = [];
   for (const range of options.ranges) {
     const { artifact } = await getShardArtifact(checkpoint, key, { kind: 'layers', range }, options.dtype);

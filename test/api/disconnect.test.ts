@@ -29,7 +29,7 @@ beforeAll(async () => {
   process.env.MESHNET_HOME = path.join(home.dir, 'home');
   serving = await serveStories({ headLayers: 'none' });
   for (const id of ['p1', 'p2']) {
-    const peer = new ShardPeer({ loader: localShardLoader(serving.head.model, { device: 'cpu', threads: 1 }), kvBudgetBytes: 1 << 30 });
+    const peer = new ShardPeer({ loader: localShardLoader(serving.head.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes: 1 << 30 });
     const link = new GatedLink(new InProcessLink(peer), Infinity);
     peers.push(peer);
     links.push(link);

@@ -201,7 +201,7 @@ describe('503 and 429 on a head without layers', () => {
   });
 
   it('429 while the only session slot is held by an open stream; served again once it ends', async () => {
-    peer = new ShardPeer({ loader: localShardLoader(bare.head.model, { device: 'cpu', threads: 1 }), kvBudgetBytes: 1 << 30 });
+    peer = new ShardPeer({ loader: localShardLoader(bare.head.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes: 1 << 30 });
     const gated = new GatedLink(new InProcessLink(peer), 3);
     bare.head.mesh.addPeer({ id: 'p1', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: gated });
 

@@ -39,8 +39,8 @@ export async function openStories(): Promise<StoriesContext> {
   };
 }
 
-export function createPeer(ctx: StoriesContext, kvBudgetBytes = 1 << 30): ShardPeer {
-  return new ShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), kvBudgetBytes });
+export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): ShardPeer {
+  return new ShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
 }
 
 /** Records every lease the mesh hands out, so tests can check each was closed. */

@@ -134,3 +134,28 @@ describe('RouteSession', () => {
     expect(session.telemetry.outcome).toBe('finished');
   });
 });
+
+describe('memory budget', () => {
+  it("a peer's KV gets what its weights leave: two sessions squeezed into one session's room are rebuilt on cache misses, tokens unchanged", async () => {
+    const { getShardArtifact } = await import('../../src/node/artifact-cache.ts');
+    const { Mesh } = await import('../../src/core/route/mesh.ts');
+    const { InProcessLink } = await import('../../src/core/runtime/in-process-link.ts');
+    const { meshModel } = await import('../../src/node/mesh-model.ts');
+    const { createPeer, CountingProvider } = await import('./route-harness.ts');
+    const { artifact } = await getShardArtifact(ctx.model.checkpoint, ctx.model.key, { kind: 'layers', range: { start: 0, end: 5 } }, 'fp32');
+    const kvPerPosition = 5 * 2 * 4 * 8 * 4; // layers × (key, value) × kv heads × head dim × fp32
+    const peer = createPeer(ctx, artifact.manifest.weightsLength + 40 * kvPerPosition);
+    const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none' });
+    mesh.addPeer({ id: 'small', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(peer) });
+    const provider = new CountingProvider(mesh);
+    const a = openSession(ctx, provider, greedy());
+    const b = openSession(ctx, provider, greedy());
+    const [ra, rb] = await Promise.all([collect(a), collect(b)]);
+    expect(ra.ids).toEqual(STORIES_GOLDEN);
+    expect(rb.ids).toEqual(STORIES_GOLDEN);
+    const misses = [...a.telemetry.repairs, ...b.telemetry.repairs].filter((r) => r.kind === 'cache_miss');
+    expect(misses.length).toBeGreaterThan(0);
+    expect((peer.stats() as { kvBudgetBytes: number }).kvBudgetBytes).toBe(40 * kvPerPosition);
+    expect(peer.kvEntries).toBe(0);
+  });
+});

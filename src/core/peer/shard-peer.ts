@@ -36,7 +36,8 @@ export interface ShardService {
 
 export interface ShardPeerOptions {
   readonly loader: ShardLoader;
-  readonly kvBudgetBytes: number;
+  /** Memory for weights and KV together; KV gets what the loaded weights leave. */
+  readonly memoryBudgetBytes: number;
   /** Called after each served frame (telemetry). */
   readonly onServed?: (frame: ActivationFrame, ms: number) => void;
 }
@@ -136,7 +137,7 @@ export class ShardPeer implements ShardService {
       ...(id !== undefined && { id }),
       kvEntries: s?.entries ?? 0,
       kvBytes: s?.bytes ?? 0,
-      kvBudgetBytes: this.options.kvBudgetBytes,
+      kvBudgetBytes: this.kvBudget(),
       tokensServed: this.tokensServed,
       framesServed: this.framesServed,
       decodeFrames: this.decode.frames,
@@ -164,7 +165,8 @@ export class ShardPeer implements ShardService {
     try {
       const executor = await pending;
       this.executors.set(key, executor);
-      this.store ??= new KvStore(executor.kvOps as never, this.options.kvBudgetBytes);
+      this.store ??= new KvStore(executor.kvOps as never, this.kvBudget());
+      this.store.setBudget(this.kvBudget());
       return executor;
     } finally {
       this.loading.delete(key);
@@ -183,6 +185,7 @@ export class ShardPeer implements ShardService {
     // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
     const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
+    this.store.pin(kv);
     try {
       return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);
     } catch (error) {
@@ -190,8 +193,16 @@ export class ShardPeer implements ShardService {
       if (kv.length === 0) this.store.discard(kv);
       throw error;
     } finally {
+      this.store.unpin(kv);
       this.store.enforceBudget(kv);
     }
+  }
+
+  /** The memory budget less the weights of every loaded range. */
+  private kvBudget(): number {
+    let weights = 0;
+    for (const executor of this.executors.values()) weights += executor.weightsBytes;
+    return Math.max(0, this.options.memoryBudgetBytes - weights);
   }
 
   private remember(sessionId: string): void {

@@ -19,6 +19,7 @@ export class KvStore<T> {
   // Map iteration order is insertion order: re-inserting on use keeps it LRU-ordered.
   private readonly states = new Map<string, KvState<T>>();
   private evictions = 0;
+  private readonly pins = new Map<KvState<T>, number>();
 
   constructor(
     private readonly ops: KvTensorOps<T>,
@@ -64,11 +65,25 @@ export class KvStore<T> {
     return freed;
   }
 
-  /** Evict least recently used states (never `keep`) until KV fits the budget. */
+  /**
+   * Mark a state as in use by a running step: it is never evicted until unpinned (another
+   * session's step must not dispose tensors a running step is about to replace).
+   */
+  pin(state: KvState<T>): void {
+    this.pins.set(state, (this.pins.get(state) ?? 0) + 1);
+  }
+
+  unpin(state: KvState<T>): void {
+    const count = (this.pins.get(state) ?? 0) - 1;
+    if (count > 0) this.pins.set(state, count);
+    else this.pins.delete(state);
+  }
+
+  /** Evict least recently used states (never `keep`, never a pinned one) until KV fits the budget. */
   enforceBudget(keep?: KvState<T>): void {
     for (const [key, state] of this.states) {
       if (this.bytes <= this.budgetBytes) return;
-      if (state === keep) continue;
+      if (state === keep || this.pins.has(state)) continue;
       state.dispose();
       this.states.delete(key);
       this.evictions++;

@@ -53,6 +53,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     readonly range: LayerRange,
     readonly dtype: ActivationDtype,
     readonly device: string,
+    readonly weightsBytes = 0,
   ) {
     this.kvOps = ortKvOps(ort);
     this.tensorType = dtype === 'fp16' ? 'float16' : 'float32';

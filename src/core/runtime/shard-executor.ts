@@ -39,6 +39,8 @@ export interface ShardExecutor<T = unknown> {
   /** The execution provider actually in use, e.g. 'cpu', 'webgpu', 'wasm', 'cuda'. */
   readonly device: string;
   readonly dtype: ActivationDtype;
+  /** Bytes of weights this executor holds (counted against its peer's memory budget). */
+  readonly weightsBytes: number;
   /**
    * Run the shard over `step.hidden`, appending to `kv`. If `kv` holds more positions than
    * `step.startPosition` it is truncated first (a rollback); if it holds fewer, the step

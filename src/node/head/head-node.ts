@@ -92,7 +92,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget });
   let headPeer: ShardPeer | undefined;
   if (options.headLayers !== 'none') {
-    headPeer = new ShardPeer({ loader: localShardLoader(model, { device: options.device, threads: options.threads }), kvBudgetBytes: budget });
+    headPeer = new ShardPeer({ loader: localShardLoader(model, { device: options.device, threads: options.threads }), memoryBudgetBytes: budget });
     mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer) });
   }
 

@@ -9,7 +9,7 @@ import { httpShardLoader, type HttpLoaderOptions } from './http-shard-loader.ts'
 
 export interface ShardWorkerData {
   readonly loader: Omit<HttpLoaderOptions, 'log'>;
-  readonly kvBudgetBytes: number;
+  readonly memoryBudgetBytes: number;
 }
 
 export type ShardWorkerRequest =
@@ -21,7 +21,7 @@ const data = workerData as ShardWorkerData;
 const port = parentPort!;
 const shard = new ShardPeer({
   loader: httpShardLoader({ ...data.loader, log: (line) => port.postMessage({ log: line }) }),
-  kvBudgetBytes: data.kvBudgetBytes,
+  memoryBudgetBytes: data.memoryBudgetBytes,
 });
 
 port.on('message', async (request: ShardWorkerRequest) => {
