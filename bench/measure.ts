@@ -58,6 +58,8 @@ export interface MeasureResult {
   readonly fastestTokenMs: number;
   /** One process: median ms per decode token in each part (embedding, layers, LM head + sampling). */
   readonly breakdownMs?: Record<string, number>;
+  /** Set by the runner when rounds are merged (bench/report.ts bestOf). */
+  readonly rounds?: readonly { decodeTokensPerSecond: number; ttftShortMs: number; ttftLongMs: number; loadAverage: readonly [number, number] }[];
   /** 1-minute load average before and after (other processes on the machine). */
   readonly loadAverage: readonly [number, number];
   /** CPU time of this process during the measured requests ÷ their wall time. */

@@ -33,15 +33,15 @@ export function renderMarkdown(report: BenchReport): string {
       '',
     );
     lines.push(
-      '| configuration | decode tok/s | mean tok/s | fastest token (ms) | ms/token | TTFT 32 (ms) | TTFT ' + model.longPrompt + ' (ms) | ÷ one process | ÷ transformers.js | of bandwidth limit | added ms/hop/token | hop decode ms | activation B/token/hop (→ / ←) | peak RSS (MiB) | same tokens | load avg | CPU/wall |',
-      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+      '| configuration | decode tok/s | mean tok/s | fastest token (ms) | ms/token | TTFT 32 (ms) | TTFT ' + model.longPrompt + ' (ms) | ÷ one process | ÷ transformers.js | of bandwidth limit | added ms/hop/token | hop decode ms | activation B/token/hop (→ / ←) | peak RSS (MiB) | same tokens | load avg | CPU/wall | rounds (tok/s) |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     );
     for (const r of model.rows) {
       const rss = r.peakRss.map((p) => `${p.process}${p.range ? ` [${p.range.join(',')})` : ''} ${(p.bytes / MiB).toFixed(0)}`).join('; ');
       lines.push(
         `| ${r.label} | ${fixed(r.decodeTokensPerSecond)} | ${fixed(r.meanDecodeTokensPerSecond)} | ${fixed(r.fastestTokenMs, 2)} | ${fixed(r.msPerToken, 2)} | ${fixed(r.ttftShortMs, 0)} | ${fixed(r.ttftLongMs, 0)} | ${pct(r.vsOneProcess)} | ${fixed(r.vsTransformers, 2)}× | ${pct(r.fractionOfLimit)} | ` +
           `${fixed(r.addedMsPerHopPerToken, 2)} | ${r.hopDecodeMs ? r.hopDecodeMs.map((m) => m.toFixed(2)).join(' / ') : '—'} | ` +
-          `${r.activationBytesPerTokenPerHop ? `${r.activationBytesPerTokenPerHop.sent.toFixed(0)} / ${r.activationBytesPerTokenPerHop.received.toFixed(0)}` : '—'} | ${rss} | ${r.sameTokens ? 'yes' : 'no'} | ${r.loadAverage.map((l) => l.toFixed(1)).join('→')} | ${fixed(r.cpuPerWall, 2)} |`,
+          `${r.activationBytesPerTokenPerHop ? `${r.activationBytesPerTokenPerHop.sent.toFixed(0)} / ${r.activationBytesPerTokenPerHop.received.toFixed(0)}` : '—'} | ${rss} | ${r.sameTokens ? 'yes' : 'no'} | ${r.loadAverage.map((l) => l.toFixed(1)).join('→')} | ${fixed(r.cpuPerWall, 2)} | ${r.roundsTokensPerSecond.map((x) => fixed(x)).join(' / ')} |`,
       );
     }
     lines.push('');
@@ -60,9 +60,9 @@ export function renderMarkdown(report: BenchReport): string {
   lines.push(
     '## How to read this',
     '',
-    '- Decode tokens/s: 1000 ÷ the median interval between tokens, best of the repeats, after a warm-up request; mean tok/s is (tokens − 1) ÷ (last − first token time). The machine may be shared with other work: the load average and CPU/wall (CPU time of the measuring process ÷ wall time) show how much; the median and the best repeat keep brief interference out.',
+    '- Decode tokens/s: 1000 ÷ the median interval between tokens, after a warm-up request, best of the rounds (each round runs every configuration once, in turn, each in a fresh process); mean tok/s is (tokens − 1) ÷ (last − first token time). The machine may be shared with other work: the load average and CPU/wall (CPU time of the measuring process ÷ wall time) show how much; the median and the best round keep brief interference out, the rounds column shows the spread.',
     '- ms/token = 1000 ÷ decode tok/s. Spinning: onnxruntime pool threads spin between operators (transformers.js\'s default); meshnet turns it off (peers share the cores). ÷ transformers.js compares runs with the same setting (pipelines: spinning off).',
-    '- TTFT: fastest of the repeats, from the request to its first token (prefill of the whole prompt + one LM head). transformers.js computes logits for every prompt position (the Optimum layout); meshnet only for the last.',
+    '- TTFT: fastest of the rounds, from the request to its first token (prefill of the whole prompt + one LM head). transformers.js computes logits for every prompt position (the Optimum layout); meshnet only for the last.',
     '- Added ms/hop/token: (pipeline ms/token − one-process ms/token) ÷ hops. It is the whole cost of splitting, per hop: frame encode/decode, socket, event loop, worker hand-offs, and the head\'s extra embedding/LM-head runs.',
     '- Hop decode ms: the head\'s mean request time per decode frame on each hop, the peer\'s compute included.',
     '- Activation bytes: whole frames (header + fp32 hidden state) per decode step per hop, head → peer and peer → head.',

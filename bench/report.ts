@@ -5,6 +5,26 @@
 import type { ModelConfig } from '../src/core/model/types.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
 
+/**
+ * One configuration's rounds merged: the round with the best decode rate gives the decode
+ * figures and hop meters; TTFT is the fastest round's; peak RSS the highest seen.
+ */
+export function bestOf(rounds: readonly MeasureResult[]): MeasureResult {
+  const best = rounds.reduce((a, b) => (b.decodeTokensPerSecond > a.decodeTokensPerSecond ? b : a));
+  const fastest = (pick: (r: MeasureResult) => MeasureResult['short']) => rounds.map(pick).reduce((a, b) => (b.ttftMs < a.ttftMs ? b : a));
+  const rss = (r: MeasureResult) => r.peakRssBytes;
+  return {
+    ...best,
+    short: { ...best.short, ttftMs: fastest((r) => r.short).ttftMs },
+    long: fastest((r) => r.long),
+    fastestTokenMs: Math.min(...rounds.map((r) => r.fastestTokenMs)),
+    meanDecodeTokensPerSecond: Math.max(...rounds.map((r) => r.meanDecodeTokensPerSecond)),
+    peakRssBytes: Math.max(...rounds.map(rss)),
+    peers: best.peers.map((p, i) => ({ ...p, peakRssBytes: Math.max(...rounds.map((r) => r.peers[i]?.peakRssBytes ?? 0)) })),
+    rounds: rounds.map((r) => ({ decodeTokensPerSecond: r.decodeTokensPerSecond, ttftShortMs: r.short.ttftMs, ttftLongMs: r.long.ttftMs, loadAverage: r.loadAverage })),
+  };
+}
+
 export interface ModelReport {
   readonly name: string;
   readonly directory: string;
@@ -23,6 +43,8 @@ export interface Row {
   readonly breakdownMs?: Record<string, number>;
   readonly loadAverage: readonly [number, number];
   readonly cpuPerWall: number;
+  /** Decode tokens/s of each round, in order. */
+  readonly roundsTokensPerSecond: readonly number[];
   readonly decodeTokensPerSecond: number;
   readonly msPerToken: number;
   readonly ttftShortMs: number;
@@ -115,6 +137,7 @@ function rows(model: ModelReport, limit: number): Row[] {
       breakdownMs: r.breakdownMs,
       loadAverage: r.loadAverage,
       cpuPerWall: r.cpuPerWall,
+      roundsTokensPerSecond: (r.rounds ?? [r]).map((x) => x.decodeTokensPerSecond),
       decodeTokensPerSecond: tps,
       msPerToken: 1000 / tps,
       ttftShortMs: r.short.ttftMs,
