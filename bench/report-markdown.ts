@@ -52,7 +52,8 @@ export function renderMarkdown(report: BenchReport): string {
         const peer = r.peerBusyMs?.some((m) => m !== undefined)
           ? `; the peer's own time per frame ${r.peerBusyMs.map((m) => fixed(m, 2)).join(' / ')} (inside the shard run ${r.peerRunMs!.map((m) => fixed(m, 2)).join(' / ')}), so outside the peer (sockets, both event loops, head-side frame work) ${r.hopDecodeMs.map((m, i) => fixed(m - (r.peerBusyMs![i] ?? NaN), 2)).join(' / ')}`
           : '';
-        lines.push(`- ${r.label}: per hop, the head's request ${r.hopDecodeMs.map((m) => fixed(m, 2)).join(' / ')}; beyond its layers' one-process compute ${r.hopOverheadMs.map((m) => fixed(m, 2)).join(' / ')}${peer}`);
+        const ping = r.pingMs?.some((m) => m !== undefined) ? `; a control ping's round trip ${r.pingMs.map((m) => fixed(m, 2)).join(' / ')}` : '';
+        lines.push(`- ${r.label}: per hop, the head's request ${r.hopDecodeMs.map((m) => fixed(m, 2)).join(' / ')}; beyond its layers' one-process compute ${r.hopOverheadMs.map((m) => fixed(m, 2)).join(' / ')}${peer}${ping}`);
       }
     }
     lines.push('');

@@ -68,6 +68,8 @@ export interface Row {
   /** Pipelines, decode, per hop: the peer's own ms per frame (whole frame; inside the shard run). */
   readonly peerBusyMs?: readonly (number | undefined)[];
   readonly peerRunMs?: readonly (number | undefined)[];
+  /** Pipelines, per hop: median control ping round trip (socket and event loops only). */
+  readonly pingMs?: readonly (number | undefined)[];
   /** Pipelines, decode: frame bytes per token per hop, head → peer and back. */
   readonly activationBytesPerTokenPerHop?: { readonly sent: number; readonly received: number };
   readonly peakRss: readonly { readonly process: string; readonly range?: [number, number]; readonly bytes: number; readonly layerBytes?: number }[];
@@ -155,6 +157,7 @@ function rows(model: ModelReport, limit: number): Row[] {
               : r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0) - (one.breakdownMs!.layers * ((h.range?.[1] ?? 0) - (h.range?.[0] ?? 0))) / model.config.numLayers),
             peerBusyMs: r.hops.map((h) => h.peerBusyMs),
             peerRunMs: r.hops.map((h) => h.peerRunMs),
+            pingMs: r.hops.map((h) => h.pingMs),
             activationBytesPerTokenPerHop: {
               sent: r.hops.reduce((s, h) => s + h.decodeSentBytes, 0) / decodeFrames,
               received: r.hops.reduce((s, h) => s + h.decodeReceivedBytes, 0) / decodeFrames,

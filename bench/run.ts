@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --link-delay-ms N] [-- --cold]`: meshnet against
+ * `npm run bench [-- --quick] [--link-delay-ms N] [--cold] [--rounds N] [--threads N] [--decode-tokens N]`: meshnet against
  * transformers.js and against the machine's memory bandwidth, in one run.
  *
  * Models: ../shared/models/stories260k and a generated SmolLM2-135M-shaped fp32 checkpoint.
@@ -34,14 +34,14 @@ const { values } = parseArgs({
     'link-delay-ms': { type: 'string' },
     'decode-tokens': { type: 'string' },
     threads: { type: 'string' },
-    repeats: { type: 'string' },
+    rounds: { type: 'string' },
   },
 });
 const quick = values.quick!;
 const threads = Number(values.threads ?? Math.max(1, os.availableParallelism()));
 const linkDelayMs = values['link-delay-ms'] === undefined ? undefined : Number(values['link-delay-ms']);
 const decodeTokens = Number(values['decode-tokens'] ?? (quick ? 32 : 128));
-const repeats = Number(values.repeats ?? (quick ? 2 : 3)); // rounds over all configurations
+const repeats = Number(values.rounds ?? (quick ? 2 : 3)); // rounds over all configurations
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
 function runChild(script: string, args: string[]): Promise<string> {
