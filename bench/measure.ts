@@ -75,6 +75,8 @@ export interface MeasureResult {
     /** The peer's own account per decode frame (its stats): the whole frame, and inside the shard run. */
     readonly peerBusyMs?: number;
     readonly peerRunMs?: number;
+    /** Median round trip of a control ping on this link: socket and both event loops, no frame work. */
+    readonly pingMs?: number;
   })[];
   readonly devices?: readonly string[];
 }
@@ -229,6 +231,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     const statsBefore = await peerStats(links);
     const runs = await measureRequests(generate, vocabSize, spec);
     const statsAfter = await peerStats(links);
+    const pings = await pingTimes(links);
     const ranges = new Map(lastHops.map((h) => [h.peerId, [h.range.start, h.range.end] as [number, number]]));
     const peerResults = await Promise.all(
       peers.processes.map(async (child, i) => ({ id: `local-${i + 1}`, range: ranges.get(`local-${i + 1}`), peakRssBytes: await peakRssOf(child.pid) })),
@@ -239,6 +242,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
       ...meter,
       hopMeanMs: meter.frames ? meter.totalMs / meter.frames : 0,
       ...perDecodeFrame(statsBefore.get(peerId), statsAfter.get(peerId)),
+      pingMs: pings.get(peerId),
     }));
     return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops };
   } finally {
@@ -254,6 +258,21 @@ async function peerStats(links: ReadonlyMap<string, MeteredLink>): Promise<Map<s
   for (const [peerId, link] of links) {
     const answer = await link.control({ kind: 'stats', kvEntries: 0, kvBytes: 0, kvBudgetBytes: 0, tokensServed: 0, framesServed: 0 }).catch(() => undefined);
     if (answer?.kind === 'stats') out.set(peerId, answer);
+  }
+  return out;
+}
+
+/** Median ping round trip per link (100 pings, one at a time). */
+async function pingTimes(links: ReadonlyMap<string, MeteredLink>): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const [peerId, link] of links) {
+    const times: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const started = performance.now();
+      const answer = await link.control({ kind: 'ping', t: Date.now() }).catch(() => undefined);
+      if (answer?.kind === 'pong') times.push(performance.now() - started);
+    }
+    if (times.length) out.set(peerId, median(times));
   }
   return out;
 }
