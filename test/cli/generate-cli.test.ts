@@ -71,9 +71,15 @@ describe('meshnet generate', () => {
   });
 
   it('refuses bad input with clear messages', async () => {
-    const missing = await runCli(['generate', '--model', path.join(root.dir, 'nope'), '--prompt-ids', '1'], env);
+    const nowhere = await runCli(['generate', '--model', path.join(root.dir, 'nope'), '--prompt-ids', '1'], env);
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stderr).toMatch(/not a folder, not 'demo', not a Hub id/);
+
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(path.join(root.dir, 'empty'), { recursive: true });
+    const missing = await runCli(['generate', '--model', path.join(root.dir, 'empty'), '--prompt-ids', '1'], env);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/config\.json/);
+    expect(missing.stderr).toMatch(/config\.json: not found/);
 
     const device = await runCli(['generate', '--model', STORIES_DIR, '--prompt-ids', '1', '--device', 'tpu'], env);
     expect(device.code).toBe(2);

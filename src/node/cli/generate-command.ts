@@ -12,11 +12,12 @@ import { loadLocalPipeline, openLocalModel, openLocalTokenizer } from '../local-
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } from './args.ts';
 import { generateDistributed } from './generate-distributed.ts';
+import { resolveModel } from '../models/resolve-model.ts';
 import { parseHeadLayers } from './head-layers.ts';
 
 export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]
 
-  --model DIR          Hugging Face checkpoint folder
+  --model M            a checkpoint folder, a Hugging Face id (org/name) or demo
   --prompt TEXT        prompt, tokenized with the tokenizer's own special-token rule (no chat template)
   --prompt-ids IDS     prompt token ids, used as given (no BOS added)
   --max-tokens N       tokens to generate (default 128)
@@ -61,7 +62,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const device = parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto');
   const dtype = parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32');
 
-  const model = await openLocalModel(values.model);
+  const model = await openLocalModel((await resolveModel(values.model)).dir);
   const { config } = model.checkpoint;
   const tokenizer = await openLocalTokenizer(model);
   const promptIds = parseIntegerList('prompt-ids', values['prompt-ids']) ?? tokenizer.encode(values.prompt!);
