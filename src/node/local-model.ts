@@ -11,6 +11,7 @@ import type { LayerRange } from '../core/model/types.ts';
 import { KvStore } from '../core/runtime/kv-store.ts';
 import { loadHeadRunner, loadShardExecutor, type OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
+import { inProcessRoute } from '../core/route/static-route.ts';
 import { getShardArtifact } from './artifact-cache.ts';
 import { createFileByteSource } from './file-byte-source.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
@@ -66,16 +67,17 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
     const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
     stages.push({ executor, kv: new KvStore(executor.kvOps, options.kvBudgetBytes ?? Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }
+  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.kvBudgetBytes);
   return {
     head,
     stages,
+    route,
     vocabSize: checkpoint.config.vocabSize,
     devices: [...stages.map((s) => s.executor.device), head.device],
     async dispose() {
-      for (const stage of stages) {
-        stage.kv.clear();
-        await stage.executor.dispose();
-      }
+      for (const stage of stages) stage.kv.clear();
+      // Each in-process peer owns its executor (and disposes it).
+      for (const peer of peers) await peer.dispose();
       await head.dispose();
     },
   };

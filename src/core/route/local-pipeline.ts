@@ -1,12 +1,16 @@
 /**
  * Complete-model mode in one process: the head's embedding and LM head around a chain of
- * in-process shard executors, each with its peer's KvStore. Prefill sends every prompt
- * position through each stage; decode sends one position per step.
+ * in-process shards. Generation runs the same RouteSession as a mesh, over a StaticRoute of
+ * in-process peers; `stages` (each executor with a KvStore of its own) stay available for
+ * step-by-step numerical checks.
  */
+import type { TextTokenizer } from '../model/tokenizer.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import type { KvStore } from '../runtime/kv-store.ts';
-import type { Activations, ShardExecutor } from '../runtime/shard-executor.ts';
-import { Sampler, StopChecker, type FinishReason, type SamplingParams, type TokenLogprob } from '../sampling/index.ts';
+import type { ShardExecutor } from '../runtime/shard-executor.ts';
+import type { SamplingParams, TokenLogprob } from '../sampling/index.ts';
+import { RouteSession } from './route-session.ts';
+import type { RouteProvider } from './route-types.ts';
 
 export interface PipelineStage<T = unknown> {
   readonly executor: ShardExecutor<T>;
@@ -17,31 +21,27 @@ export interface LocalPipeline {
   readonly head: HeadRunner;
   readonly stages: readonly PipelineStage[];
   readonly vocabSize: number;
+  /** In-process hops over the same executors, for Route Sessions. */
+  readonly route: RouteProvider;
 }
 
 export interface GeneratedToken {
   readonly tokenId: number;
   readonly logprob: number;
   readonly topLogprobs: readonly TokenLogprob[];
-  /** Set on the last event. A 'stop' event's token is the stop token itself (not to be shown). */
-  readonly finishReason?: FinishReason;
 }
 
-/** Run `hidden` (starting at `position`) through every stage. */
-async function forward(pipeline: LocalPipeline, sessionId: string, hidden: Activations, position: number, signal?: AbortSignal): Promise<Activations> {
-  let current = hidden;
-  for (const stage of pipeline.stages) {
-    const kv = stage.kv.acquire(sessionId, stage.executor.range);
-    current = await stage.executor.run({ sessionId, startPosition: position, hidden: current }, kv, signal);
-    stage.kv.enforceBudget(kv);
-  }
-  return current;
+/** A Route Session over the pipeline's in-process route. */
+export function openLocalSession(
+  pipeline: LocalPipeline,
+  request: { sessionId: string; promptIds: readonly number[]; params: SamplingParams; stopStrings?: readonly string[] },
+  signal?: AbortSignal,
+  tokenizer?: TextTokenizer,
+): RouteSession {
+  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer }, request, signal);
 }
 
-/**
- * Generate from `promptIds`. Yields one event per sampled token; the session's KV is
- * released on every stage when the generator finishes, fails or is abandoned.
- */
+/** The generated tokens (a stop token is not included), for callers that need no text. */
 export async function* generateLocal(
   pipeline: LocalPipeline,
   promptIds: readonly number[],
@@ -49,24 +49,7 @@ export async function* generateLocal(
   sessionId: string,
   signal?: AbortSignal,
 ): AsyncGenerator<GeneratedToken> {
-  if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
-  const sampler = new Sampler(params, pipeline.vocabSize);
-  const stop = new StopChecker(params);
-  const generated: number[] = [];
-  try {
-    let hidden = await forward(pipeline, sessionId, await pipeline.head.embed(promptIds), 0, signal);
-    let position = promptIds.length;
-    for (;;) {
-      signal?.throwIfAborted();
-      const token = sampler.sample(await pipeline.head.logits(hidden), { prompt: promptIds, generated });
-      generated.push(token.tokenId);
-      const finishReason = stop.check(token.tokenId, generated.length);
-      yield { ...token, finishReason };
-      if (finishReason) return;
-      hidden = await forward(pipeline, sessionId, await pipeline.head.embed([token.tokenId]), position, signal);
-      position += 1;
-    }
-  } finally {
-    for (const stage of pipeline.stages) stage.kv.release(sessionId);
+  for await (const event of openLocalSession(pipeline, { sessionId, promptIds, params }, signal)) {
+    if (event.type === 'token') yield { tokenId: event.tokenId, logprob: event.logprob, topLogprobs: event.topLogprobs };
   }
 }

@@ -5,9 +5,8 @@
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
-import { generateLocal } from '../../core/route/local-pipeline.ts';
+import { openLocalSession } from '../../core/route/local-pipeline.ts';
 import { rangesFromSplit } from '../../core/route/split.ts';
-import { StreamDecoder } from '../../core/model/stream-decoder.ts';
 import { loadLocalPipeline, openLocalModel, openLocalTokenizer } from '../local-model.ts';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } from './args.ts';
@@ -109,24 +108,18 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const started = performance.now();
   const pipeline = await loadLocalPipeline(model, { ranges, device, dtype });
   const loaded = performance.now();
-  const decoder = new StreamDecoder(tokenizer);
   const tokenIds: number[] = [];
   let text = '';
   let finishReason = 'length';
   try {
-    for await (const event of generateLocal(pipeline, promptIds, params, randomUUID())) {
-      if (event.finishReason === 'stop') {
-        finishReason = 'stop';
-        break;
-      }
-      tokenIds.push(event.tokenId);
-      const delta = decoder.push(event.tokenId);
-      text += delta;
-      if (!values.json) process.stdout.write(delta);
+    // Complete-model mode: the same Route Session, over in-process hops.
+    for await (const event of openLocalSession(pipeline, { sessionId: randomUUID(), promptIds, params }, undefined, tokenizer)) {
+      if (event.type === 'token') tokenIds.push(event.tokenId);
+      else finishReason = event.finishReason;
+      text += event.text;
+      if (!values.json) process.stdout.write(event.text);
     }
-    const rest = decoder.flush();
-    text += rest;
-    if (!values.json) process.stdout.write(rest + '\n');
+    if (!values.json) process.stdout.write('\n');
   } finally {
     await pipeline.dispose();
   }
