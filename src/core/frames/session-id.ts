@@ -15,11 +15,25 @@ const HYPHEN_AFTER = new Set([3, 5, 7, 9]);
  * unless it is a canonical lowercase UUID (the only form that decodes back to itself).
  */
 export function writeSessionId(sessionId: string, out: Uint8Array, offset: number): void {
+  out.set(sessionIdBytes(sessionId), offset);
+}
+
+// Every frame of a session carries the same id: keep the parsed bytes of recent ones.
+const parsed = new Map<string, Uint8Array>();
+const PARSED_CAP = 256;
+
+function sessionIdBytes(sessionId: string): Uint8Array {
+  const cached = parsed.get(sessionId);
+  if (cached) return cached;
   if (!isSessionId(sessionId)) {
     throw new ProtocolError('bad_frame', `session id '${String(sessionId).slice(0, 64)}' is not a lowercase UUID`);
   }
   const hex = sessionId.replaceAll('-', '');
-  for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) out[offset + i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  const bytes = new Uint8Array(FRAME_SESSION_ID_BYTES);
+  for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) bytes[i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  if (parsed.size >= PARSED_CAP) parsed.delete(parsed.keys().next().value!);
+  parsed.set(sessionId, bytes);
+  return bytes;
 }
 
 /** Read 16 bytes at `offset` as a canonical lowercase UUID string. Any 16 bytes are valid. */

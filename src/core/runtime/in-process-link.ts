@@ -5,6 +5,7 @@
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import type { ShardPeer } from '../peer/shard-peer.ts';
+import { untilAborted } from './abort.ts';
 import { LinkClosedError, type PeerLink } from './peer-link.ts';
 
 export class InProcessLink implements PeerLink {
@@ -51,17 +52,7 @@ export class InProcessLink implements PeerLink {
   private async call<T>(work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (this.closeReason !== undefined) throw new LinkClosedError(this.closeReason);
     signal?.throwIfAborted();
-    const stop = signal ? AbortSignal.any([signal, this.ended.signal]) : this.ended.signal;
-    let off = () => {};
-    const stopped = new Promise<never>((_, reject) => {
-      const onStop = () => reject(stop.reason);
-      stop.addEventListener('abort', onStop, { once: true });
-      off = () => stop.removeEventListener('abort', onStop);
-    });
-    try {
-      return await Promise.race([work(), stopped]);
-    } finally {
-      off();
-    }
+    return untilAborted(work(), signal, this.ended.signal);
   }
+
 }

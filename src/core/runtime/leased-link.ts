@@ -4,6 +4,7 @@
  * and leaves the socket to its owner, the mesh. `closed` resolves when either closes.
  */
 import type { ControlMessage } from '../../shared/control.ts';
+import { untilAborted } from './abort.ts';
 import { LinkClosedError, type PeerLink } from './peer-link.ts';
 
 export class LeasedLink implements PeerLink {
@@ -44,9 +45,10 @@ export class LeasedLink implements PeerLink {
     this.markClosed();
   }
 
-  private guard<T>(call: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  private guard<T>(call: (signal?: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (this.isClosed) return Promise.reject(this.ended.signal.reason);
-    const combined = signal ? AbortSignal.any([signal, this.ended.signal]) : this.ended.signal;
-    return call(combined);
+    // The caller's signal reaches the shared link (so it can drop the pending request); the
+    // lease's end only rejects this lease's calls.
+    return untilAborted(call(signal), this.ended.signal);
   }
 }
