@@ -237,10 +237,11 @@ describe('operations endpoints', () => {
 
   it('/metrics counts requests by status, with the statuses seen', async () => {
     const text = await (await fetch(`${guarded.head.url}metrics`)).text();
-    for (const status of ['200', '400', '404', '413']) {
+    for (const status of ['200', '400', '401', '404', '413']) {
       expect(text).toMatch(new RegExp(`^meshnet_requests_total\\{[^}]*status="${status}"[^}]*\\} [1-9]`, 'm'));
     }
     expect(text).toMatch(/^meshnet_requests_total\{[^}]*endpoint="\/v1\/completions"/m);
+    expect(text).toMatch(/^meshnet_requests_total\{endpoint="unknown",status="404"\} [1-9]/m);
     expect(text).toMatch(/^meshnet_tokens_total\{direction="out"\} [1-9]/m);
     expect(text).toMatch(/^meshnet_live_sessions 0$/m);
     expect(text).toMatch(/^meshnet_time_to_first_token_seconds_bucket/m);

@@ -186,3 +186,19 @@ test('says the head is unreachable while it is gone and comes back live without 
   await expect(page.locator('svg.route g.hop')).toHaveCount(1); // the new head's own route
   expect(await page.evaluate(() => (window as unknown as { marker?: boolean }).marker)).toBe(true); // same page
 });
+
+test('with --api-key the dashboard needs the key once (?key= sets the cookie its requests carry)', async ({ page }) => {
+  const guarded = await serveHead(options({ localPeers: 0, headLayers: 'auto', apiKey: 'dash-key' }));
+  try {
+    const refused = await page.goto(`${guarded.head.url}dashboard`);
+    expect(refused?.status()).toBe(401);
+    const allowed = await page.goto(`${guarded.head.url}dashboard?key=dash-key`);
+    expect(allowed?.status()).toBe(200);
+    // The page's own requests (app.js, /api/events) carry the cookie: the head peer shows up live.
+    await expect(page.locator('table.peers tr[data-peer-id="head"]')).toBeVisible();
+    const reload = await page.goto(`${guarded.head.url}dashboard`);
+    expect(reload?.status()).toBe(200);
+  } finally {
+    await guarded.close();
+  }
+});

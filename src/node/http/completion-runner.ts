@@ -58,6 +58,7 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   const session: RouteSession = ctx.head.openSession({ sessionId: uuid, promptIds, params, stopStrings: request.stopStrings }, abort.signal, (t) => tracked?.onUpdate(t));
   tracked = ctx.tracker.begin(meta.id, session.telemetry);
   if (!tracked) {
+    clientSignal.removeEventListener('abort', onClientGone);
     ctx.tracker.refused();
     throw tooManyRequests(`the server is running its maximum of ${ctx.tracker.liveSessions} sessions; retry shortly`, 1);
   }

@@ -93,7 +93,10 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       app.use((event, next) => {
         const url = new URL(event.req.url);
         if (!isGuardedPath(url.pathname)) return next();
-        if (!isAuthorized(event.req, options.apiKey)) return errorResponse(unauthorized());
+        if (!isAuthorized(event.req, options.apiKey)) {
+          metrics.requestFinished(url.pathname.startsWith('/v1/') ? url.pathname : url.pathname.split('/').slice(0, 2).join('/'), 401);
+          return errorResponse(unauthorized());
+        }
         const key = url.searchParams.get('key');
         if (key && url.pathname.startsWith('/dashboard')) {
           event.res.headers.append('set-cookie', `${KEY_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; SameSite=Strict`);
@@ -115,7 +118,10 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       mountPeerPage(app);
       mountDashboard(app);
       options.mount?.(app, ctx);
-      app.all('/**', (event) => errorResponse(unknownPath(event.req.method, new URL(event.req.url).pathname)));
+      app.all('/**', (event) => {
+        metrics.requestFinished('unknown', 404);
+        return errorResponse(unknownPath(event.req.method, new URL(event.req.url).pathname));
+      });
     },
   });
   const feed = feedMeshState(head.mesh, store, metrics);
