@@ -125,9 +125,18 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     },
   });
   const feed = feedMeshState(head.mesh, store, metrics);
-  // Load each planned range as soon as the mesh changes, so the first request does not wait.
-  const prepare = () =>
-    void head.mesh.prepare().catch((error: unknown) => log(`route not ready: ${error instanceof Error ? error.message : String(error)}`));
+  // Load the planned ranges once the mesh has been quiet for a moment, so the first request
+  // does not wait — and peers joining one after another (local peers at start) do not each
+  // load a range of a plan that lasts milliseconds.
+  let prepareTimer: ReturnType<typeof setTimeout> | undefined;
+  const prepare = () => {
+    clearTimeout(prepareTimer);
+    prepareTimer = setTimeout(() => {
+      if (options.localPeers > 0 && head.mesh.remotePeerCount < options.localPeers && Date.now() - startedAt < 30_000) return;
+      void head.mesh.prepare().catch((error: unknown) => log(`route not ready: ${error instanceof Error ? error.message : String(error)}`));
+    }, 500);
+    prepareTimer.unref();
+  };
   const offPrepare = head.mesh.onChange(prepare);
   prepare();
   const peers =
@@ -143,6 +152,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     modelId: resolved.id,
     async close() {
       offPrepare();
+      clearTimeout(prepareTimer);
       feed.close();
       await head.close();
       await peers?.close();
