@@ -159,3 +159,27 @@ describe('memory budget', () => {
     expect(peer.kvEntries).toBe(0);
   });
 });
+
+describe('a hop that stops answering', () => {
+  it('is replaced once its link times out, tokens unchanged', async () => {
+    const { LinkTimeoutError } = await import('../../src/core/runtime/peer-link.ts');
+    const { InProcessLink } = await import('../../src/core/runtime/in-process-link.ts');
+    let frames = 0;
+    // p2 answers 8 frames, then hangs: its link gives up as a SocketLink with a timeout would.
+    const t = inProcessMesh(ctx, 3, (id, peer) => {
+      const inner = new InProcessLink(peer);
+      if (id !== 'p2') return inner;
+      return Object.assign(Object.create(inner) as InProcessLink, {
+        request: async (frame: Uint8Array, signal?: AbortSignal) => {
+          if (++frames <= 8) return inner.request(frame, signal);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          throw new LinkTimeoutError('frame request', 50);
+        },
+      });
+    });
+    const session = openSession(ctx, t.provider, greedy());
+    const { ids } = await collect(session);
+    expect(ids).toEqual(STORIES_GOLDEN);
+    expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', hop: 1, lostPeerId: 'p2' })]);
+  });
+});
