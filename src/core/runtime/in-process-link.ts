@@ -1,10 +1,11 @@
 /**
- * In-process PeerLink: the head's own layers (and tests) reach a ShardPeer by direct call.
+ * In-process PeerLink: the head's own layers (and tests) reach a ShardPeer (or its worker
+ * proxy) by direct call.
  * Frames still go through the real codec, so behaviour matches the socket links.
  */
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import type { ShardPeer } from '../peer/shard-peer.ts';
+import type { ShardService } from '../peer/shard-peer.ts';
 import { untilAborted } from './abort.ts';
 import { LinkClosedError, type PeerLink } from './peer-link.ts';
 
@@ -16,7 +17,7 @@ export class InProcessLink implements PeerLink {
   private readonly ended = new AbortController();
   private readonly handlers = new Set<(message: ControlMessage) => void>();
 
-  constructor(private readonly peer: ShardPeer) {
+  constructor(private readonly peer: ShardService) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
   }
 

@@ -10,7 +10,8 @@ import { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
-import { ShardPeer } from '../../core/peer/shard-peer.ts';
+import type { ShardService } from '../../core/peer/shard-peer.ts';
+import { WorkerShardService } from '../peer/worker-shard.ts';
 import { Mesh } from '../../core/route/mesh.ts';
 import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
 import { RouteSession, type RouteSessionRequest } from '../../core/route/route-session.ts';
@@ -21,7 +22,6 @@ import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
 import type { SessionTelemetry } from '../../core/route/route-types.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
-import { localShardLoader } from '../local-shard-loader.ts';
 import { meshModel } from '../mesh-model.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
 import { nodeLoaderOptions } from '../ort-node-runtime.ts';
@@ -90,9 +90,13 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
 
   const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget });
-  let headPeer: ShardPeer | undefined;
+  let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
-    headPeer = new ShardPeer({ loader: localShardLoader(model, { device: options.device, threads: options.threads }), memoryBudgetBytes: budget });
+    // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
+    headPeer = new WorkerShardService(
+      { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget },
+      log,
+    );
     mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer) });
   }
 

@@ -73,7 +73,7 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
   const peerId = options.peerId ?? defaultPeerId();
   const loader = { origin: httpOrigin(options.headUrl), joinToken: options.joinToken, device: options.device, threads: options.threads, home: options.home };
   const shard: ShardService = options.worker
-    ? new WorkerShardService({ loader, memoryBudgetBytes: options.memoryBudgetBytes }, log)
+    ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes });
   let server: RunningServer | undefined;
   let listenUrl: string | undefined;

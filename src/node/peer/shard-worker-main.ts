@@ -1,14 +1,17 @@
 /**
- * Inside the worker: one ShardPeer (HTTP loader, KV store) answering the main thread's
- * frame and control requests. Replies carry the peer's KV entry count.
+ * Inside the worker: one ShardPeer (its loader, KV store) answering the main thread's
+ * frame and control requests. Replies carry the peer's KV entry count. A remote peer loads
+ * artifacts from its head over HTTP; the head's own layers load from the local checkpoint.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { ShardPeer } from '../../core/peer/shard-peer.ts';
+import { ShardPeer, type ShardLoader } from '../../core/peer/shard-peer.ts';
+import { openLocalModel } from '../local-model.ts';
+import { localShardLoader } from '../local-shard-loader.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import { httpShardLoader, type HttpLoaderOptions } from './http-shard-loader.ts';
 
 export interface ShardWorkerData {
-  readonly loader: Omit<HttpLoaderOptions, 'log'>;
+  readonly loader: ({ readonly kind: 'http' } & Omit<HttpLoaderOptions, 'log'>) | { readonly kind: 'local'; readonly modelDir: string; readonly device: string; readonly threads?: number };
   readonly memoryBudgetBytes: number;
 }
 
@@ -19,10 +22,12 @@ export type ShardWorkerRequest =
 
 const data = workerData as ShardWorkerData;
 const port = parentPort!;
-const shard = new ShardPeer({
-  loader: httpShardLoader({ ...data.loader, log: (line) => port.postMessage({ log: line }) }),
-  memoryBudgetBytes: data.memoryBudgetBytes,
-});
+const log = (line: string) => port.postMessage({ log: line });
+const loader: ShardLoader =
+  data.loader.kind === 'http'
+    ? httpShardLoader({ ...data.loader, log })
+    : localShardLoader(await openLocalModel(data.loader.modelDir), { device: data.loader.device, threads: data.loader.threads });
+const shard = new ShardPeer({ loader, memoryBudgetBytes: data.memoryBudgetBytes });
 
 port.on('message', async (request: ShardWorkerRequest) => {
   if ('frame' in request) {
