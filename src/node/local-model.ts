@@ -40,8 +40,8 @@ export interface PipelineOptions {
   readonly threads?: number;
   /** Let idle onnxruntime threads spin (see NodeRuntimeOptions.spinning). */
   readonly spinning?: boolean;
-  /** KV budget per stage, bytes. */
-  readonly kvBudgetBytes?: number;
+  /** Memory (weights + KV) of each in-process peer, bytes (default: unlimited). */
+  readonly memoryBudgetBytes?: number;
   /** onnxruntime module and providers to use instead of the Node table (e.g. the browser peer's). */
   readonly loader?: OrtLoaderOptions;
 }
@@ -65,9 +65,9 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
   for (const range of options.ranges) {
     const { artifact } = await getShardArtifact(checkpoint, key, { kind: 'layers', range }, options.dtype);
     const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
-    stages.push({ executor, kv: new KvStore(executor.kvOps, options.kvBudgetBytes ?? Number.MAX_SAFE_INTEGER) } as PipelineStage);
+    stages.push({ executor, kv: new KvStore(executor.kvOps, Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }
-  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.kvBudgetBytes);
+  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes);
   return {
     head,
     stages,

@@ -11,7 +11,7 @@ import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
 import type { ControlMessage, ErrorMessage } from '../../src/shared/control.ts';
-import { FRAME_HEADER_BYTES, FRAME_OFFSETS } from '../../src/shared/frame-layout.ts';
+import { FRAME_OFFSETS } from '../../src/shared/frame-layout.ts';
 import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { dialSocket } from '../../src/node/net/ws-dial.ts';

@@ -69,7 +69,7 @@ export class ShardPeer implements ShardService {
 
   /** KV entries held (0 when every session was released). */
   get kvEntries(): number {
-    return this.store?.stats().entries ?? 0;
+    return this.store?.size ?? 0;
   }
 
   /** Evict every session's KV (tests use this to force cache misses). */

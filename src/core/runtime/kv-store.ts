@@ -81,9 +81,11 @@ export class KvStore<T> {
 
   /** Evict least recently used states (never `keep`, never a pinned one) until KV fits the budget. */
   enforceBudget(keep?: KvState<T>): void {
+    let bytes = this.bytes;
     for (const [key, state] of this.states) {
-      if (this.bytes <= this.budgetBytes) return;
+      if (bytes <= this.budgetBytes) return;
       if (state === keep || this.pins.has(state)) continue;
+      bytes -= state.bytes;
       state.dispose();
       this.states.delete(key);
       this.evictions++;
@@ -93,6 +95,11 @@ export class KvStore<T> {
   setBudget(bytes: number): void {
     this.budgetBytes = bytes;
     this.enforceBudget();
+  }
+
+  /** States held (cheap: no byte count). */
+  get size(): number {
+    return this.states.size;
   }
 
   get bytes(): number {

@@ -52,10 +52,6 @@ export interface ShardExecutor<T = unknown> {
   dispose(): Promise<void>;
 }
 
-export function activationBytes(a: Activations): number {
-  return a.data.byteLength;
-}
-
 /** Check an activation block's shape against its data; throws RangeError naming the mismatch. */
 export function checkActivations(a: Activations, hiddenSize: number): void {
   if (a.hiddenSize !== hiddenSize) throw new RangeError(`hidden size ${a.hiddenSize} does not match the shard's ${hiddenSize}`);
