@@ -7,11 +7,12 @@
 import { randomUUID } from 'node:crypto';
 import type { RouteSession } from '../../core/route/route-session.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
+import { completionBudget, type GenerationLimits } from '../../core/model/generation-limits.ts';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
 import { mapError, toErrorBody, tooManyRequests } from '../openai/errors.ts';
-import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
+import type { OpenAIRequest } from '../openai/requests.ts';
 import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
 import { errorResponse, jsonResponse } from './respond.ts';
@@ -19,8 +20,9 @@ import { errorResponse, jsonResponse } from './respond.ts';
 export interface RunnerContext {
   readonly head: HeadContext;
   readonly tracker: SessionTracker;
-  readonly contextLength: number;
-  readonly stopTokenIds: readonly number[];
+  readonly limits: GenerationLimits;
+  /** Tokens generated when a request sets no max_tokens (cut to the room left in the context). */
+  readonly defaultMaxTokens: number;
   /** `--min-peers`: resolves once enough peers joined, rejects (→ 503) after `--peer-wait`. */
   readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
@@ -35,11 +37,16 @@ async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIter
 
 export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal): Promise<Response> {
   await ctx.waitForPeers?.(clientSignal);
-  const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
+  let maxTokens: number;
+  try {
+    maxTokens = completionBudget(ctx.limits, promptIds.length, request.maxTokensRequested ? request.sampling.maxTokens : undefined, ctx.defaultMaxTokens);
+  } catch (error) {
+    throw mapError(error, { promptParam: request.kind === 'chat' ? 'messages' : 'prompt' });
+  }
   const params = validateSamplingParams({
     ...request.sampling,
     maxTokens,
-    stopTokenIds: ctx.stopTokenIds,
+    stopTokenIds: ctx.limits.stopTokenIds,
     logprobs: request.logprobs,
     topLogprobs: request.topLogprobs,
   });

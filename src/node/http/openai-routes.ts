@@ -10,7 +10,6 @@ import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
   readonly bodyLimitBytes: number;
-  readonly defaultMaxTokens: number;
   readonly startedAt: number;
   readonly onResponse: (endpoint: string, status: number) => void;
 }

@@ -4,6 +4,7 @@
  * optionally spawn local peers. Tests call this directly on loopback ports.
  */
 import type { H3 } from 'h3';
+import { generationLimits } from '../../core/model/generation-limits.ts';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
@@ -60,6 +61,9 @@ export interface ServingHead {
   close(): Promise<void>;
 }
 
+/** Tokens a request without max_tokens gets, at most (llama.cpp's server and vLLM cap similarly). */
+const DEFAULT_MAX_TOKENS = 512;
+
 export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const log = options.log ?? (() => {});
   const resolved = await resolveModel(options.model);
@@ -72,8 +76,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
   const metrics = new HeadMetrics();
   const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
-  const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
-  const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
+  const limits = generationLimits(config, tokenizer);
 
   const head = await startHead({
     model,
@@ -106,11 +109,10 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       mountOpenAIRoutes(app, {
         head: ctx,
         tracker,
-        contextLength,
-        stopTokenIds,
+        limits,
         waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
-        defaultMaxTokens: Math.min(512, contextLength),
+        defaultMaxTokens: DEFAULT_MAX_TOKENS,
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
