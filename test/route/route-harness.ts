@@ -19,7 +19,8 @@ import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { openLocalModel, openLocalTokenizer, type LocalModel } from '../../src/node/local-model.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
 import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
-import { STORIES_DIR } from '../engine/harness.ts';
+import { generateLocal } from '../../src/core/route/local-pipeline.ts';
+import { pipeline, STORIES_DIR } from '../engine/harness.ts';
 
 export interface StoriesContext {
   readonly model: LocalModel;
@@ -60,6 +61,11 @@ export class CountingProvider implements RouteProvider {
   get openLeases(): number {
     return this.leases.filter((l) => !(l.link as LeasedLink).isClosed).length;
   }
+  /** Resolves when every lease handed out so far is closed (sessions release in the background). */
+  async allClosed(): Promise<void> {
+    await Promise.all(this.leases.map((l) => l.link.closed));
+  }
+
 }
 
 export interface TestMesh {
@@ -108,4 +114,19 @@ export async function collect(session: AsyncIterable<SessionEvent>, onToken?: (i
     } else done = event;
   }
   return { ids, done };
+}
+
+/** A multi-token prompt (9 tokens): prefill, replays and repairs then carry many positions. */
+export const PROMPT = [1, 45, 67, 89, 123, 200, 301, 17, 64];
+
+/** The greedy tokens of `promptIds` in one process (complete-model mode, one shard): what every route must give. */
+export async function oneProcessTokens(ctx: StoriesContext, promptIds: readonly number[], maxTokens: number): Promise<number[]> {
+  const p = await pipeline(ctx.model, [{ start: 0, end: ctx.model.checkpoint.config.numLayers }]);
+  try {
+    const ids: number[] = [];
+    for await (const token of generateLocal(p, promptIds, greedy(maxTokens), randomUUID())) ids.push(token.tokenId);
+    return ids;
+  } finally {
+    await p.dispose();
+  }
 }

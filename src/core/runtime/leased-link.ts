@@ -29,12 +29,6 @@ export class LeasedLink implements PeerLink {
     return this.guard((s) => this.shared.control(message, s), signal);
   }
 
-  onMessage(handler: (message: ControlMessage) => void): () => void {
-    const off = this.shared.onMessage(handler);
-    this.ended.signal.addEventListener('abort', off, { once: true });
-    return off;
-  }
-
   async close(reason = 'lease closed'): Promise<void> {
     this.end(reason);
   }

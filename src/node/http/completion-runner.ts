@@ -1,17 +1,16 @@
 /**
- * One OpenAI completion request as a Route Session: build the sampling parameters, open
- * the session (with the client's disconnect signal), and answer as one JSON object or as an
+ * One OpenAI completion request as a Route Session: translate the request into a session
+ * request, open it in the head's session table (which decides admission, limits and stop
+ * tokens, and refuses with typed errors mapped here), and answer as one JSON object or as an
  * SSE stream. The first event is awaited before any byte is sent, so a route that cannot
- * serve still gets its proper status (503) instead of a broken stream.
+ * serve still gets its proper status (503) instead of a broken stream. The session answers
+ * the client as soon as its outcome is known; it releases its hops in the background.
  */
 import { randomUUID } from 'node:crypto';
 import type { RouteSession } from '../../core/route/route-session.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
-import { completionBudget, type GenerationLimits } from '../../core/model/generation-limits.ts';
-import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
-import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
-import { mapError, toErrorBody, tooManyRequests } from '../openai/errors.ts';
+import { mapError, toErrorBody } from '../openai/errors.ts';
 import type { OpenAIRequest } from '../openai/requests.ts';
 import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
@@ -19,12 +18,6 @@ import { errorResponse, jsonResponse } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
-  readonly tracker: SessionTracker;
-  readonly limits: GenerationLimits;
-  /** Tokens generated when a request sets no max_tokens (cut to the room left in the context). */
-  readonly defaultMaxTokens: number;
-  /** `--min-peers`: resolves once enough peers joined, rejects (→ 503) after `--peer-wait`. */
-  readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
@@ -36,20 +29,6 @@ async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIter
 }
 
 export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal): Promise<Response> {
-  await ctx.waitForPeers?.(clientSignal);
-  let maxTokens: number;
-  try {
-    maxTokens = completionBudget(ctx.limits, promptIds.length, request.maxTokensRequested ? request.sampling.maxTokens : undefined, ctx.defaultMaxTokens);
-  } catch (error) {
-    throw mapError(error, { promptParam: request.kind === 'chat' ? 'messages' : 'prompt' });
-  }
-  const params = validateSamplingParams({
-    ...request.sampling,
-    maxTokens,
-    stopTokenIds: ctx.limits.stopTokenIds,
-    logprobs: request.logprobs,
-    topLogprobs: request.topLogprobs,
-  });
   const uuid = randomUUID();
   const meta: ResponseMeta = {
     id: `${request.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${uuid.replaceAll('-', '')}`,
@@ -57,32 +36,38 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
   };
+  const errorContext = { promptParam: request.kind === 'chat' ? ('messages' as const) : ('prompt' as const) };
+  // The session's own signal: the client's disconnect, or the SSE stream's cancel.
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new DOMException('the client disconnected', 'AbortError'));
   if (clientSignal.aborted) onClientGone();
   else clientSignal.addEventListener('abort', onClientGone, { once: true });
-  let tracked: TrackedSession | undefined;
-  const session: RouteSession = ctx.head.openSession({ sessionId: uuid, promptIds, params, stopStrings: request.stopStrings }, abort.signal, (t) => tracked?.onUpdate(t));
-  tracked = ctx.tracker.begin(meta.id, session.telemetry);
-  if (!tracked) {
+  let session: RouteSession;
+  try {
+    session = await ctx.head.sessions.open(
+      {
+        sessionId: uuid,
+        promptIds,
+        sampling: { ...request.sampling, logprobs: request.logprobs, topLogprobs: request.topLogprobs },
+        maxTokens: request.maxTokensRequested ? request.sampling.maxTokens : undefined,
+        stopStrings: request.stopStrings,
+        label: meta.id,
+      },
+      abort.signal,
+    );
+  } catch (error) {
     clientSignal.removeEventListener('abort', onClientGone);
-    ctx.tracker.refused();
-    throw tooManyRequests(`the server is running its maximum of ${ctx.tracker.liveSessions} sessions; retry shortly`, 1);
+    throw mapError(error, errorContext);
   }
-  const done = () => {
-    clientSignal.removeEventListener('abort', onClientGone);
-    tracked!.finish(session.telemetry);
-  };
+  void session.closed.then(() => clientSignal.removeEventListener('abort', onClientGone));
   const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
 
   if (!request.stream) {
-    try {
-      const result = await collectGeneration(session);
-      const body = request.kind === 'chat' ? chatCompletion(meta, result, request.logprobs ? tokenText : undefined) : textCompletion(meta, result, request.logprobs ? tokenText : undefined);
-      return jsonResponse(body);
-    } finally {
-      done();
-    }
+    const result = await collectGeneration(session).catch((error: unknown) => {
+      throw mapError(error, errorContext);
+    });
+    const body = request.kind === 'chat' ? chatCompletion(meta, result, request.logprobs ? tokenText : undefined) : textCompletion(meta, result, request.logprobs ? tokenText : undefined);
+    return jsonResponse(body);
   }
 
   const iterator = session[Symbol.asyncIterator]();
@@ -90,8 +75,7 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   try {
     first = await iterator.next();
   } catch (error) {
-    done();
-    return errorResponse(error);
+    return errorResponse(mapError(error, errorContext));
   }
   const options = { meta, includeUsage: request.includeUsage, logprobs: request.logprobs, tokenText };
   const builder = request.kind === 'chat' ? new ChatStreamBuilder(options) : new CompletionStreamBuilder(options);
@@ -104,9 +88,8 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
         for await (const event of replayFirst(first, iterator)) for (const chunk of builder.push(event)) send(sseData(chunk));
         send(SSE_DONE);
       } catch (error) {
-        if (!abort.signal.aborted) send(sseData(toErrorBody(mapError(error))));
+        if (!abort.signal.aborted) send(sseData(toErrorBody(mapError(error, errorContext))));
       } finally {
-        done();
         try {
           controller.close();
         } catch {

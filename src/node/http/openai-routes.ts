@@ -10,6 +10,8 @@ import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
   readonly bodyLimitBytes: number;
+  /** `maxTokens` the parser fills in when a request sets none (the session layer cuts it to the context). */
+  readonly defaultMaxTokens: number;
   readonly startedAt: number;
   readonly onResponse: (endpoint: string, status: number) => void;
 }

@@ -9,7 +9,7 @@
 import { ContextLengthError } from '../../core/model/generation-limits.ts';
 import { TokenizerError } from '../../core/model/tokenizer-error.ts';
 import { PlanError } from '../../core/route/plan-error.ts';
-import { RouteUnavailableError } from '../../core/route/route-errors.ts';
+import { PeerWaitError, RouteUnavailableError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
 
 /** OpenAI `error.type` values this server sends. */
@@ -171,7 +171,8 @@ export interface ErrorContext {
 /**
  * Maps anything thrown while serving a request to one ApiError:
  * ApiError → itself; ContextLengthError → 400 `context_length_exceeded` naming the prompt's
- * field; SamplingParamError → 400 naming the OpenAI param; a chat template that
+ * field; SessionLimitError → 429 (retry after 1 s); PeerWaitError (`--min-peers` not met in
+ * time) and ShuttingDownError → 503; SamplingParamError → 400 naming the OpenAI param; a chat template that
  * refuses the conversation → 400 `messages`; RouteUnavailableError and PlanError
  * `route_unavailable` → 503; anything else → 500 with a generic message (the original is
  * kept as `cause` for logs, never sent).
@@ -179,6 +180,9 @@ export interface ErrorContext {
 export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof ContextLengthError) return contextLengthExceeded(error, context.promptParam ?? 'prompt');
+  if (error instanceof SessionLimitError) return tooManyRequests(error.message, 1);
+  if (error instanceof PeerWaitError) return serviceUnavailable(error.message, undefined, error);
+  if (error instanceof ShuttingDownError) return serviceUnavailable('The server is shutting down; retry in a moment.', undefined, error);
   if (error instanceof SamplingParamError) {
     const field = error.field.replace(/^(\w+)/, (name) => SAMPLING_PARAM_NAMES[name] ?? name);
     return new ApiError(400, `Invalid '${field}': ${error.reason}.`, {

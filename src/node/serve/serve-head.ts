@@ -4,7 +4,7 @@
  * optionally spawn local peers. Tests call this directly on loopback ports.
  */
 import type { H3 } from 'h3';
-import { generationLimits } from '../../core/model/generation-limits.ts';
+import { DEFAULT_MAX_TOKENS } from '../../core/route/route-sessions.ts';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
@@ -21,7 +21,7 @@ import { errorResponse } from '../http/respond.ts';
 import { openLocalModel } from '../local-model.ts';
 import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
-import { serviceUnavailable, unauthorized, unknownPath } from '../openai/errors.ts';
+import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
 import { parseHeadLayers } from '../cli/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
@@ -46,6 +46,8 @@ export interface ServeOptions {
   readonly threads?: number;
   readonly bodyLimitBytes?: number;
   readonly linkTimeoutMs?: number;
+  /** Floor of every hop's deadline, ms (`--hop-timeout`; default 5 s). */
+  readonly hopTimeoutMs?: number;
   readonly log?: (line: string) => void;
   /** More routes (the dashboard, the browser peer page). */
   readonly mount?: (app: H3, head: HeadContext) => void;
@@ -61,9 +63,6 @@ export interface ServingHead {
   close(): Promise<void>;
 }
 
-/** Tokens a request without max_tokens gets, at most (llama.cpp's server and vLLM cap similarly). */
-const DEFAULT_MAX_TOKENS = 512;
-
 export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const log = options.log ?? (() => {});
   const resolved = await resolveModel(options.model);
@@ -75,8 +74,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
   const metrics = new HeadMetrics();
-  const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
-  const limits = generationLimits(config, tokenizer);
+  const tracker = new SessionTracker(store, metrics, resolved.id);
 
   const head = await startHead({
     model,
@@ -91,6 +89,13 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     device: options.device,
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,
+    sessions: {
+      maxSessions: options.maxSessions,
+      minPeers: options.minPeers || undefined,
+      peerWaitMs: (options.peerWaitSeconds ?? 60) * 1000,
+      hopTimeoutMs: options.hopTimeoutMs,
+      observer: tracker,
+    },
     log,
     mount(app, ctx) {
       app.use((event, next) => {
@@ -108,9 +113,6 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       });
       mountOpenAIRoutes(app, {
         head: ctx,
-        tracker,
-        limits,
-        waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
         defaultMaxTokens: DEFAULT_MAX_TOKENS,
         startedAt,
@@ -160,27 +162,4 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       await peers?.close();
     },
   };
-}
-
-/** Resolve once `count` peers joined; a 503 after `seconds`. */
-function waitForMinPeers(ctx: HeadContext, count: number, seconds: number, signal: AbortSignal): Promise<void> {
-  if (ctx.mesh.remotePeerCount >= count) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const finish = (error?: Error) => {
-      off();
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-      if (error) reject(error);
-      else resolve();
-    };
-    const off = ctx.mesh.onChange(() => {
-      if (ctx.mesh.remotePeerCount >= count) finish();
-    });
-    const onAbort = () => finish(new Error('the client went away while waiting for peers'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(
-      () => finish(serviceUnavailable(`waited ${seconds} s for ${count} peer(s) to join, ${ctx.mesh.remotePeerCount} did; open ${'/peer'} in a browser or start 'meshnet peer'`)),
-      seconds * 1000,
-    );
-  });
 }
