@@ -29,8 +29,13 @@ export class FaultyPeer implements ShardService {
   constructor(
     readonly inner: ShardPeer,
     private readonly fault: PeerFault,
-    private readonly after: number,
+    private after: number,
   ) {}
+
+  /** Answer correctly from now on. */
+  heal(): void {
+    this.after = Infinity;
+  }
 
   get kvEntries(): number {
     return this.inner.kvEntries;
@@ -76,6 +81,26 @@ export class FaultyPeer implements ShardService {
 
   dispose(): Promise<void> {
     return this.inner.dispose();
+  }
+}
+
+/** A peer that said hello but never answers `assign` (until the caller gives up). */
+export class SilentAssignLink implements PeerLink {
+  assigns = 0;
+  constructor(readonly inner: PeerLink) {}
+  get closed(): Promise<void> {
+    return this.inner.closed;
+  }
+  request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
+    return this.inner.request(frame, signal);
+  }
+  control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
+    if (message.kind !== 'assign') return this.inner.control(message, signal);
+    this.assigns++;
+    return untilAbort(new Promise<void>(() => {}), signal).then(() => message);
+  }
+  close(reason?: string): Promise<void> {
+    return this.inner.close(reason);
   }
 }
 

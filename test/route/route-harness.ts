@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
-import { Mesh } from '../../src/core/route/mesh.ts';
+import { Mesh, type MeshOptions } from '../../src/core/route/mesh.ts';
 import { RouteSession, type RouteSessionDeps } from '../../src/core/route/route-session.ts';
 import type { HopLease, RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -61,6 +61,9 @@ export class CountingProvider implements RouteProvider {
   get openLeases(): number {
     return this.leases.filter((l) => !(l.link as LeasedLink).isClosed).length;
   }
+  reportFault(...args: Parameters<Mesh['reportFault']>): void {
+    this.mesh.reportFault(...args);
+  }
   /** Resolves when every lease handed out so far is closed (sessions release in the background). */
   async allClosed(): Promise<void> {
     await Promise.all(this.leases.map((l) => l.link.closed));
@@ -76,8 +79,8 @@ export interface TestMesh {
 }
 
 /** A mesh of `n` in-process peers (ids p1…pn), or peers reached through `linkFor`. */
-export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink): TestMesh {
-  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none' });
+export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink, options: Partial<MeshOptions> = {}): TestMesh {
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none', ...options });
   const peers = new Map<string, ShardPeer>();
   const links = new Map<string, PeerLink>();
   for (let i = 1; i <= n; i++) {

@@ -48,6 +48,8 @@ export interface HeadOptions {
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
   readonly memoryBudgetBytes?: number;
   readonly linkTimeoutMs?: number;
+  /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
+  readonly readyTimeoutMs?: number;
   readonly log?: (line: string) => void;
   /** The session table: admission, --min-peers, deadlines, accounting. */
   readonly sessions?: HeadSessionOptions;
@@ -106,7 +108,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype);
   const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget });
+  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.

@@ -48,6 +48,8 @@ export interface ServeOptions {
   readonly linkTimeoutMs?: number;
   /** Floor of every hop's deadline, ms (`--hop-timeout`; default 5 s). */
   readonly hopTimeoutMs?: number;
+  /** How long a peer may take to get ready for its layers, ms (`--ready-timeout`; default 30 s). */
+  readonly readyTimeoutMs?: number;
   readonly log?: (line: string) => void;
   /** More routes (the dashboard, the browser peer page). */
   readonly mount?: (app: H3, head: HeadContext) => void;
@@ -89,6 +91,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     device: options.device,
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,
+    readyTimeoutMs: options.readyTimeoutMs,
     sessions: {
       maxSessions: options.maxSessions,
       minPeers: options.minPeers || undefined,
