@@ -49,8 +49,9 @@ export function fetchShardLoader(options: FetchLoaderOptions): ShardLoader {
       const manifestBytes = await download(file('manifest.json'), headers);
       const manifest = parseShardManifest(JSON.parse(new TextDecoder().decode(manifestBytes)), 'manifest.json');
       const { part } = manifest;
-      if (part.kind !== 'layers' || part.range.start !== assign.range.start || part.range.end !== assign.range.end || manifest.modelKey !== assign.modelKey) {
-        throw new Error(`the head sent the artifact of another part for layers [${assign.range.start}, ${assign.range.end})`);
+      // The same checks as the Node peer's loader (src/node/peer/http-shard-loader.ts).
+      if (manifest.modelKey !== assign.modelKey || manifest.dtype !== assign.dtype || part.kind !== 'layers' || part.range.start !== assign.range.start || part.range.end !== assign.range.end) {
+        throw new Error(`the head sent the artifact of another part (${JSON.stringify(part)}, ${manifest.dtype}) for layers [${assign.range.start}, ${assign.range.end}) in ${assign.dtype}`);
       }
       const graph = await download(file('graph.onnx'), headers, (r, t) => options.onProgress?.('graph.onnx', r, t));
       const weights = await download(file('weights.bin'), headers, (r, t) => options.onProgress?.('weights.bin', r, t));
