@@ -42,13 +42,14 @@ export interface ShardPeerOptions {
   readonly onServed?: (frame: ActivationFrame, ms: number) => void;
 }
 
-const rangeKey = (r: LayerRange) => `${r.start}:${r.end}`;
+/** A range as one number (start and end are u16 on the wire): no string per frame. */
+const rangeKey = (r: LayerRange) => r.start * 0x10000 + r.end;
 /** How many released session ids a peer remembers, to tell `unknown_session` from a cache miss. */
 const RELEASED_MEMORY = 4096;
 
 export class ShardPeer implements ShardService {
-  private readonly executors = new Map<string, ShardExecutor>();
-  private readonly loading = new Map<string, Promise<ShardExecutor>>();
+  private readonly executors = new Map<number, ShardExecutor>();
+  private readonly loading = new Map<number, Promise<ShardExecutor>>();
   private store: KvStore<unknown> | undefined;
   private readonly released = new Set<string>();
   private tokensServed = 0;
