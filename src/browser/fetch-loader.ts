@@ -8,6 +8,7 @@ import type { ShardLoader } from '../core/peer/shard-peer.ts';
 import { createShardExecutor } from '../core/runtime/ort-loader.ts';
 import type { ShardExecutor } from '../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../shared/control.ts';
+import { ARTIFACT_TOKEN_HEADER } from '../shared/protocol.ts';
 import { browserLoaderOptions } from './ort-web-runtime.ts';
 
 export interface FetchLoaderOptions {
@@ -41,7 +42,7 @@ async function download(url: URL, headers: Record<string, string>, onProgress?: 
 }
 
 export function fetchShardLoader(options: FetchLoaderOptions): ShardLoader {
-  const headers: Record<string, string> = options.joinToken ? { 'x-meshnet-token': options.joinToken } : {};
+  const headers: Record<string, string> = options.joinToken ? { [ARTIFACT_TOKEN_HEADER]: options.joinToken } : {};
   return {
     async load(assign: AssignMessage): Promise<ShardExecutor> {
       const base = new URL(assign.artifactUrl, options.origin);

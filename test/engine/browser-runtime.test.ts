@@ -49,7 +49,7 @@ it("the browser's artifact loader refuses an artifact whose dtype differs from t
     // The fp32 artifact's URL, but an fp16 assignment: the manifest says fp32.
     await expect(loader.load({ ...assign, dtype: 'fp16' })).rejects.toThrow(/artifact of another part .*fp32.* in fp16/);
     const executor = await loader.load(assign);
-    expect([executor.dtype, executor.range]).toEqual(['fp32', { start: 0, end: 2 }]);
+    expect([executor.device, executor.range]).toEqual(['wasm', { start: 0, end: 2 }]);
     await executor.dispose();
   } finally {
     await head.close();

@@ -8,7 +8,6 @@ import { Mesh, type MeshOptions } from '../../src/core/route/mesh.ts';
 import { RouteSession, type RouteSessionDeps } from '../../src/core/route/route-session.ts';
 import type { HopLease, RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
-import type { LeasedLink } from '../../src/core/runtime/leased-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
@@ -40,8 +39,15 @@ export async function openStories(): Promise<StoriesContext> {
   };
 }
 
-export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): ShardPeer {
-  return new ShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
+/** A ShardPeer that tests can make forget every session's KV (to force cache misses). */
+export class EvictableShardPeer extends ShardPeer {
+  evictAll(): void {
+    this.store?.clear();
+  }
+}
+
+export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): EvictableShardPeer {
+  return new EvictableShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
 }
 
 /** Records every lease the mesh hands out, so tests can check each was closed. */
@@ -51,15 +57,24 @@ export class CountingProvider implements RouteProvider {
   async route(signal?: AbortSignal) {
     const hops = await this.mesh.route(signal);
     this.leases.push(...hops);
+    this.track(hops);
     return hops;
   }
   async replace(...args: Parameters<Mesh['replace']>) {
     const hop = await this.mesh.replace(...args);
-    if (hop) this.leases.push(hop);
+    if (hop) {
+      this.leases.push(hop);
+      this.track([hop]);
+    }
     return hop;
   }
+  private closedLeases = 0;
+  private track(leases: HopLease[]): void {
+    for (const lease of leases) void lease.link.closed.then(() => this.closedLeases++);
+  }
+  /** Leases not closed yet (a lease's `closed` resolves on a microtask after it closes). */
   get openLeases(): number {
-    return this.leases.filter((l) => !(l.link as LeasedLink).isClosed).length;
+    return this.leases.length - this.closedLeases;
   }
   reportFault(...args: Parameters<Mesh['reportFault']>): void {
     this.mesh.reportFault(...args);
@@ -74,14 +89,14 @@ export class CountingProvider implements RouteProvider {
 export interface TestMesh {
   readonly mesh: Mesh;
   readonly provider: CountingProvider;
-  readonly peers: Map<string, ShardPeer>;
+  readonly peers: Map<string, EvictableShardPeer>;
   readonly links: Map<string, PeerLink>;
 }
 
 /** A mesh of `n` in-process peers (ids p1…pn), or peers reached through `linkFor`. */
 export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink, options: Partial<MeshOptions> = {}): TestMesh {
   const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none', ...options });
-  const peers = new Map<string, ShardPeer>();
+  const peers = new Map<string, EvictableShardPeer>();
   const links = new Map<string, PeerLink>();
   for (let i = 1; i <= n; i++) {
     const id = `p${i}`;

@@ -19,8 +19,9 @@ import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import { rotaryPositions } from './generation-limits.ts';
+import type { ActivationDtype } from './activations.ts';
 
-export type ActivationDtype = 'fp32' | 'fp16';
+export type { ActivationDtype } from './activations.ts';
 
 /** Resolves a Hugging Face tensor name to an initializer in the activation dtype. */
 export type WeightResolver = (name: string) => Initializer;

@@ -5,7 +5,7 @@
  */
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import type { ShardService } from '../peer/shard-peer.ts';
+import type { ShardService } from './shard-service.ts';
 import { untilAborted } from './abort.ts';
 import { frameRequestId, FRAME_HEADER_BYTES, stampFrameRequestId } from '../../shared/frame-layout.ts';
 import { LinkAnswerError, LinkClosedError, type PeerLink } from './peer-link.ts';

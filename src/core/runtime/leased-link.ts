@@ -17,7 +17,7 @@ export class LeasedLink implements PeerLink {
     void shared.closed.then(() => this.end('the peer link closed'));
   }
 
-  get isClosed(): boolean {
+  private get isClosed(): boolean {
     return this.ended.signal.aborted;
   }
 

@@ -3,7 +3,7 @@
  * load the packed weights from the checkpoint, create the session on the first provider
  * that works, and wrap it.
  */
-import type { ByteSource } from './byte-source.ts';
+import type { ByteSource } from '../model/byte-source.ts';
 import { loadShardWeights, type ShardArtifact, type ShardManifest } from '../model/shard-artifact.ts';
 import { presentKeyName, presentValueName, type ActivationDtype } from '../model/shard-graph.ts';
 import type { ModelConfig } from '../model/types.ts';

@@ -62,8 +62,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     this.tensorType = dtype === 'fp16' ? 'float16' : 'float32';
   }
 
-  async run(step: ShardStep, kv: KvState<Tensor>, signal?: AbortSignal): Promise<Activations> {
-    signal?.throwIfAborted();
+  async run(step: ShardStep, kv: KvState<Tensor>): Promise<Activations> {
     checkActivations(step.hidden, this.config.hiddenSize);
     if (step.hidden.dtype !== this.dtype) throw new RangeError(`activations are ${step.hidden.dtype}, the shard runs ${this.dtype}`);
     if (kv.length < step.startPosition) throw new CacheMissError(step.sessionId, kv.length, step.startPosition);

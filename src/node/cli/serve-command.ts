@@ -1,6 +1,7 @@
 /** `meshnet serve`: the head worker — OpenAI API, peers, dashboard. Runs until interrupted. */
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { PlanError } from '../../core/route/plan-error.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
 
@@ -73,6 +74,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     log,
+  }).catch((error: unknown) => {
+    // A START:END outside the model is a usage error too (the layer count is known only now).
+    if (error instanceof PlanError && error.reason.startsWith('--head-layers')) throw new UsageError(error.reason);
+    throw error;
   });
   const base = serving.head.url.replace(/\/$/, '');
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';

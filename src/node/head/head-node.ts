@@ -10,7 +10,7 @@ import { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
-import type { ShardService } from '../../core/peer/shard-peer.ts';
+import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { WorkerShardService } from '../peer/worker-shard.ts';
 import { Mesh } from '../../core/route/mesh.ts';
 import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';

@@ -23,7 +23,7 @@ import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
-import { parseHeadLayers } from '../cli/head-layers.ts';
+import { parseHeadLayers } from '../../core/route/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
 
 export interface ServeOptions {
@@ -72,7 +72,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
   if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
-  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, 'auto', config.numLayers) : options.headLayers;
+  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
   const metrics = new HeadMetrics();
