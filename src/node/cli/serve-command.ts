@@ -1,6 +1,7 @@
 /** `meshnet serve`: the head worker — OpenAI API, peers, dashboard. Runs until interrupted. */
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { parseChoice, parseInteger, UsageError } from './args.ts';
 
@@ -13,6 +14,9 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --link relay|direct  how the head reaches peers (default relay)
   --head-layers L      auto|none|START:END: layers the head holds itself (default auto)
   --api-key K          require this key for /v1, /api and the dashboard
+  --cors ORIGINS       origins whose pages may call the API: ORIGIN[,ORIGIN…] (scheme://host:*
+                       for any port), * for any, none for the head's own only (default
+                       ${DEFAULT_CORS})
   --join-token T       peers must present this token (default: generated and printed)
   --max-sessions N     concurrent sessions before 429 (default 8)
   --min-peers N        requests wait for N peers (Node or browser) to join…
@@ -33,6 +37,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       link: { type: 'string' },
       'head-layers': { type: 'string' },
       'api-key': { type: 'string' },
+      cors: { type: 'string' },
       'join-token': { type: 'string' },
       'max-sessions': { type: 'string' },
       'min-peers': { type: 'string' },
@@ -46,6 +51,14 @@ export async function serveCommand(argv: string[]): Promise<void> {
   });
   const headLayers = values['head-layers'] ?? 'auto';
   if (!/^(auto|none|\d+:\d+)$/.test(headLayers)) throw new UsageError(`--head-layers: '${headLayers}' is not auto, none or START:END`);
+  if (values.cors !== undefined) {
+    try {
+      parseCorsOption(values.cors);
+    } catch (error) {
+      if (error instanceof CorsOptionError) throw new UsageError(error.message);
+      throw error;
+    }
+  }
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
   const serving = await serveHead({
     model: values.model ?? 'demo',
@@ -55,6 +68,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     link: parseChoice('link', values.link, ['relay', 'direct'] as const, 'relay'),
     headLayers,
     apiKey: values['api-key'],
+    cors: values.cors,
     joinToken: values['join-token'],
     maxSessions: parseInteger('max-sessions', values['max-sessions'], 8, 1),
     minPeers: parseInteger('min-peers', values['min-peers'], 0),

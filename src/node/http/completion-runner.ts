@@ -14,7 +14,7 @@ import { mapError, toErrorBody, tooManyRequests } from '../openai/errors.ts';
 import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
 import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
-import { errorResponse, jsonResponse } from './respond.ts';
+import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
@@ -24,8 +24,6 @@ export interface RunnerContext {
   /** `--min-peers`: resolves once enough peers joined, rejects (→ 503) after `--peer-wait`. */
   readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
-
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
 
 async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
   if (first.done) return;

@@ -3,6 +3,7 @@
  * artifacts) with the OpenAI API, operations endpoints and dashboard mounted, and
  * optionally spawn local peers. Tests call this directly on loopback ports.
  */
+import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { LayerRange } from '../../core/model/types.ts';
@@ -12,6 +13,8 @@ import { feedMeshState } from '../head/mesh-feed.ts';
 import { SessionTracker } from '../head/session-tracker.ts';
 import { MeshStateStore } from '../head/state-store.ts';
 import { isAuthorized, isGuardedPath, KEY_COOKIE } from '../http/auth.ts';
+import { CorsPolicy, DEFAULT_CORS, ownOrigins, parseCorsOption } from '../http/cors.ts';
+import { edgeHeaders } from '../http/edge-headers.ts';
 import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
@@ -33,6 +36,8 @@ export interface ServeOptions {
   readonly link: 'relay' | 'direct';
   readonly headLayers: 'auto' | 'none' | LayerRange | string;
   readonly apiKey?: string;
+  /** `--cors ORIGIN[,ORIGIN…]|*|none` (default: `DEFAULT_CORS`); the head's own origins always. */
+  readonly cors?: string;
   readonly joinToken?: string | null;
   readonly maxSessions: number;
   /** Requests wait until this many peers (of any kind) joined… */
@@ -74,6 +79,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
   const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
   const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
+  let listenUrl: string | undefined; // known once the head listens (port 0)
+  const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+  const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
 
   const head = await startHead({
     model,
@@ -90,6 +98,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     linkTimeoutMs: options.linkTimeoutMs,
     log,
     mount(app, ctx) {
+      // First: x-request-id and CORS on every response, and CORS preflights answered here,
+      // before the key check below (the one exemption from it; see edge-headers.ts).
+      app.use(edgeHeaders(cors));
       app.use((event, next) => {
         const url = new URL(event.req.url);
         if (!isGuardedPath(url.pathname)) return next();
@@ -124,6 +135,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       });
     },
   });
+  listenUrl = head.url;
   const feed = feedMeshState(head.mesh, store, metrics);
   // Load the planned ranges once the mesh has been quiet for a moment, so the first request
   // does not wait — and peers joining one after another (local peers at start) do not each
