@@ -118,7 +118,7 @@ export function specValidator(component: string): ValidateFunction {
   if (validate) return validate;
   if (!ajv) {
     ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
-    ajv.addSchema({ $id: SPEC_ID, $defs: loadSpecSchemas() });
+    ajv.addSchema({ $id: SPEC_ID, $defs: loadSpecSchemasOnce() });
   }
   validate = ajv.getSchema(`${SPEC_ID}#/$defs/${component}`);
   if (!validate) throw new Error(`the OpenAI spec has no component schema '${component}'`);
@@ -134,8 +134,46 @@ export function describeErrors(errors: readonly ErrorObject[] | null | undefined
     .join('; ');
 }
 
+let members: Map<string, Map<string, string>> | undefined;
+
+/**
+ * For a union of `$ref`s told apart by a one-value `type` enum (`ResponseStreamEvent`,
+ * `OutputItem`, …): the member component for `type`, so errors name that member's fields
+ * instead of every member's.
+ */
+function memberFor(component: string, value: unknown): string | undefined {
+  members ??= new Map();
+  let byType = members.get(component);
+  if (!byType) {
+    byType = new Map();
+    const schemas = loadSpecSchemasOnce();
+    const union = schemas[component] as JsonObject | undefined;
+    for (const member of [...((union?.anyOf as JsonObject[] | undefined) ?? []), ...((union?.oneOf as JsonObject[] | undefined) ?? [])]) {
+      const name = typeof member.$ref === 'string' ? member.$ref.slice('#/$defs/'.length) : undefined;
+      const type = name ? (((schemas[name] as JsonObject | undefined)?.properties as JsonObject | undefined)?.type as JsonObject | undefined) : undefined;
+      const values = type?.enum;
+      if (name && Array.isArray(values) && values.length === 1 && typeof values[0] === 'string') byType.set(values[0], name);
+    }
+    members.set(component, byType);
+  }
+  const type = isObject(value) ? value.type : undefined;
+  return typeof type === 'string' ? byType.get(type) : undefined;
+}
+
+let loaded: JsonObject | undefined;
+function loadSpecSchemasOnce(): JsonObject {
+  loaded ??= loadSpecSchemas();
+  return loaded;
+}
+
 /** Errors of `value` against component `component`, or undefined when it conforms. */
 export function specErrors(component: string, value: unknown): string | undefined {
   const validate = specValidator(component);
-  return validate(value) ? undefined : describeErrors(validate.errors);
+  if (validate(value)) return undefined;
+  const member = memberFor(component, value);
+  if (member) {
+    const exact = specValidator(member);
+    if (!exact(value)) return `(as ${member}) ${describeErrors(exact.errors)}`;
+  }
+  return describeErrors(validate.errors);
 }

@@ -1,11 +1,12 @@
 /**
- * `/v1/models`, `/v1/chat/completions`, `/v1/completions` on h3. Each handler parses the
+ * `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/responses` on h3. Each handler parses the
  * body, renders and tokenizes the prompt, and hands over to the completion runner.
  */
 import type { H3 } from 'h3';
 import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
 import { invalidRequest, modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
+import { answerResponses } from './responses-route.ts';
 import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
@@ -62,5 +63,10 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
       if (promptIds.length === 0) throw invalidRequest('The prompt is empty after tokenization.', 'prompt');
       return runCompletion(options, parsed, promptIds, request.signal);
     }),
+  );
+
+  app.post(
+    '/v1/responses',
+    counted('/v1/responses', (request) => answerResponses(options, defaults, options.bodyLimitBytes, request)),
   );
 }

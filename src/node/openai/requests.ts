@@ -135,7 +135,8 @@ export function fitMaxTokens(request: OpenAIRequest, promptTokens: number, conte
   return wanted;
 }
 
-function readBody(body: unknown, servedModel: string): BodyFields {
+/** The body as fields, after checking it is an object naming the served model (shared with /v1/responses). */
+export function readBody(body: unknown, servedModel: string): BodyFields {
   if (!isRecord(body)) {
     throw invalidRequest(
       `Invalid request body: expected a JSON object, but got ${describeType(body)} instead.`,
@@ -185,8 +186,8 @@ function common(
   };
 }
 
-/** OpenAI's sampling fields, plus top_k / min_p / repetition_penalty as vLLM accepts them. */
-function samplingFields(fields: BodyFields): Partial<SamplingParams> {
+/** OpenAI's sampling fields, plus top_k / min_p / repetition_penalty as vLLM accepts them (shared with /v1/responses). */
+export function samplingFields(fields: BodyFields): Partial<SamplingParams> {
   const out: { -readonly [K in keyof SamplingParams]?: SamplingParams[K] } = {};
   const set = <K extends keyof SamplingParams>(key: K, value: SamplingParams[K] | undefined) => {
     if (value !== undefined) out[key] = value;
