@@ -141,3 +141,24 @@ describe('SSE', () => {
     await events.body!.cancel();
   });
 });
+
+describe('hostile edge headers: never a 500', () => {
+  const origins = ['null', 'http://[', 'http://localhost:99999', 'javascript:alert(1)', `http://${'a'.repeat(8000)}.example`, 'http://localhost:5173/path', 'http://user:pw@localhost:5173', '*'];
+
+  it.each(origins)('Origin %s: preflight 403, answer without CORS headers', async (origin) => {
+    const pre = await preflight(serving, origin);
+    expect(pre.status).toBe(403);
+    expect(pre.headers.get('access-control-allow-origin')).toBeNull();
+    const answer = await specFetch(url(serving, 'v1/models'), { headers: { origin, authorization: `Bearer ${API_KEY}` } });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('a huge or malformed Access-Control-Request-Headers falls back to the fixed list', async () => {
+    for (const asked of ['x-a,'.repeat(3000), 'a b c', '(),;']) {
+      const response = await specFetch(url(serving, 'v1/models'), { method: 'OPTIONS', headers: { origin: LOCAL_APP, 'access-control-request-method': 'GET', 'access-control-request-headers': asked } });
+      expect(response.status).toBe(204);
+      expect(response.headers.get('access-control-allow-headers')).toBe('authorization, content-type, x-request-id, openai-organization, openai-project, openai-beta');
+    }
+  });
+});

@@ -145,6 +145,8 @@ const refusals: [string, Record<string, unknown>, string | null, string, string]
   ['a web_search_call item', { input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type', 'unsupported_parameter', 'no built-in tools'],
   ['a computer_call_output item', { input: [{ type: 'computer_call_output', call_id: 'c' }] }, 'input[0].type', 'unsupported_parameter', "'computer_call_output'"],
   ['a missing role', { input: [{ content: 'x' }] }, 'input[0].role', 'missing_required_parameter', 'input[0].role'],
+  ['a prototype-named role', { input: [{ role: 'toString', content: 'x' }] }, 'input[0].role', 'invalid_value', "'toString' is not supported"],
+  ['a prototype-named part type', { input: [{ role: 'user', content: [{ type: 'constructor' }] }] }, 'input[0].content[0].type', 'invalid_value', "'constructor' is not supported"],
   ['a tool role', { input: [{ role: 'tool', content: 'x' }] }, 'input[0].role', 'invalid_value', "'tool' is not supported"],
   ['a role that is an array', { input: [{ role: ['user'], content: 'x' }] }, 'input[0].role', 'invalid_type', 'expected a string, but got an array'],
   ['missing content', { input: [{ role: 'user' }] }, 'input[0].content', 'missing_required_parameter', 'input[0].content'],

@@ -137,7 +137,7 @@ function parseItem(item: unknown, path: string): ChatMessage {
   if (type !== 'message') throw refusedItem(type, `${path}.type`);
   if (item.role === undefined || item.role === null) throw missingParam(`${path}.role`);
   const roleName = stringValue(`${path}.role`, item.role);
-  const role = ROLES[roleName];
+  const role = Object.hasOwn(ROLES, roleName) ? ROLES[roleName] : undefined; // not `constructor` & co.
   if (role === undefined) {
     throw invalidValue(`${path}.role`, `'${shown(roleName)}' is not supported. Supported values are: 'user', 'system', 'developer', and 'assistant'.`);
   }
@@ -169,8 +169,8 @@ function parseContent(value: unknown, path: string): string {
         if (part.text === undefined || part.text === null) throw missingParam(`${partPath}.text`);
         return stringValue(`${partPath}.text`, part.text);
       }
-      const what = { input_image: 'images', input_file: 'files', input_audio: 'audio' }[type];
-      if (what !== undefined) return unsupportedPart(partPath, type, what);
+      const media: Record<string, string> = { input_image: 'images', input_file: 'files', input_audio: 'audio' };
+      if (Object.hasOwn(media, type)) return unsupportedPart(partPath, type, media[type]);
       if (type === 'refusal') return unsupportedPart(partPath, type, 'refusal parts');
       throw invalidValue(`${partPath}.type`, `'${shown(type)}' is not supported. Supported values are: 'input_text' and 'output_text'.`);
     })
