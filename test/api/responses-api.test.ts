@@ -26,7 +26,10 @@ let model: string;
 beforeAll(async () => {
   home = await tempDir('api-responses');
   process.env.MESHNET_HOME = path.join(home.dir, 'home');
-  [serving, bare] = await Promise.all([serveStories(), serveStories({ headLayers: 'none' })]);
+  // One after the other: two heads building the same artifacts at once in one MESHNET_HOME
+  // can race in the artifact cache (rename onto a folder the other just made).
+  serving = await serveStories();
+  bare = await serveStories({ headLayers: 'none' });
   client = clientFor(serving);
   model = serving.modelId;
 });
