@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect, test } from '@playwright/test';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
-import { expectSpec } from '../openapi/spec-fetch.ts';
+import { expectSpec, specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
 import { COMPLETION_STREAM_CHUNK } from '../openapi/spec-schemas.ts';
 import { startStoriesHead, useTempHome } from './mesh-fixture.ts';
 
@@ -36,6 +36,9 @@ test.beforeAll(async () => {
   keyed = await startStoriesHead({ apiKey: API_KEY, headLayers: 'auto' });
   open = await startStoriesHead({ cors: `http://127.0.0.1:${appPort}`, headLayers: 'auto' });
 });
+
+// Every API body Node receives here conforms to the OpenAI spec (test/openapi/spec-fetch.ts).
+test.afterEach(() => expect(takeSpecViolations()).toEqual([]));
 
 test.afterAll(async () => {
   await keyed?.close();
@@ -114,9 +117,9 @@ test('a disallowed origin: the page cannot read the answer, and the head sent no
   expect(blocked.error).toMatch(/Failed to fetch/);
   const simple = await pageFetch(page, `${open.head.url}v1/models`, {}); // no preflight: the browser hides the answer
   expect(simple.ok).toBe(false);
-  const direct = await fetch(`${open.head.url}v1/models`, { headers: { origin: `http://localhost:${appPort}` } });
+  const direct = await specFetch(`${open.head.url}v1/models`, { headers: { origin: `http://localhost:${appPort}` } });
   expect(direct.headers.get('access-control-allow-origin')).toBeNull();
-  const preflight = await fetch(`${open.head.url}v1/chat/completions`, { method: 'OPTIONS', headers: { origin: `http://localhost:${appPort}`, 'access-control-request-method': 'POST' } });
+  const preflight = await specFetch(`${open.head.url}v1/chat/completions`, { method: 'OPTIONS', headers: { origin: `http://localhost:${appPort}`, 'access-control-request-method': 'POST' } });
   expect(preflight.status).toBe(403);
   expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
 });
