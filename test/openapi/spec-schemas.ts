@@ -117,7 +117,7 @@ export function specValidator(component: string): ValidateFunction {
   let validate = validators.get(component);
   if (validate) return validate;
   if (!ajv) {
-    ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
+    ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false, validateSchema: false });
     ajv.addSchema({ $id: SPEC_ID, $defs: loadSpecSchemasOnce() });
   }
   validate = ajv.getSchema(`${SPEC_ID}#/$defs/${component}`);
