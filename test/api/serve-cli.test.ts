@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN } from '../cli/run-cli.ts';
+import { BIN, runCli } from '../cli/run-cli.ts';
 import { tempDir } from '../engine/harness.ts';
 import { STORIES_DIR } from './api-harness.ts';
 import { specFetch } from '../openapi/spec-fetch.ts';
@@ -101,4 +101,12 @@ describe('meshnet serve', () => {
       await stop(child);
     }
   }, 120_000);
+
+  it('--cors refuses an entry that is not an origin, naming it, and --help lists the option', async () => {
+    const bad = await runCli(['serve', '--cors', 'http://localhost:5173,example.com'], { MESHNET_HOME: path.join(home.dir, 'home') });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--cors: 'example.com' is not an origin");
+    const help = await runCli(['serve', '--help']);
+    expect(help.stdout).toContain('--cors ORIGINS');
+  });
 });
