@@ -46,6 +46,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
   });
   const headLayers = values['head-layers'] ?? 'auto';
   if (!/^(auto|none|\d+:\d+)$/.test(headLayers)) throw new UsageError(`--head-layers: '${headLayers}' is not auto, none or START:END`);
+  if (values['api-key'] === '') throw new UsageError('--api-key is empty: give a key, or leave the flag out to serve without one');
+  if (values['join-token'] === '') throw new UsageError('--join-token is empty: give a token, or leave the flag out to have one generated');
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
   const serving = await serveHead({
     model: values.model ?? 'demo',
