@@ -2,8 +2,10 @@
  * The head's `/peer/ws` endpoint: each socket is a relay link. The first message must be a
  * `hello` that passes admission (protocol, join token); the head answers `welcome` and adds
  * the peer to the mesh — over this socket, or, when the peer announced a listen URL and
- * direct links are wanted, over a direct link the head dials. Refused sockets get an
- * `error` and are closed; nothing a socket sends reaches another peer's state.
+ * direct links are wanted, over a direct link the head dials: at the host this socket came
+ * from (unless `allowPeerHosts` names the announced one), authenticated by a challenge, with
+ * no secret in the URL. Refused sockets get an `error` and are closed; nothing a socket
+ * sends reaches another peer's state, and no message or log line carries a token.
  */
 import { defineWebSocketHandler } from 'h3';
 import { admitHello, type AdmissionPolicy } from '../../core/route/peer-admission.ts';
@@ -13,7 +15,8 @@ import { SocketLink } from '../../core/runtime/socket-link.ts';
 import { parseControlMessage, serializeControlMessage, type HelloMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import { dialSocket } from '../net/ws-dial.ts';
+import { directDialTarget } from '../../core/route/dial-target.ts';
+import { dialDirectPeer } from './direct-dial.ts';
 
 export interface GatewayOptions extends AdmissionPolicy {
   readonly mesh: Mesh;
@@ -21,6 +24,8 @@ export interface GatewayOptions extends AdmissionPolicy {
   readonly link: 'direct' | 'relay';
   readonly timeoutMs?: number;
   readonly log?: (line: string) => void;
+  /** Hosts a peer may announce in its listen URL; any other host is replaced by the address it connected from. */
+  readonly allowPeerHosts?: readonly string[];
   /** Decorate each admitted peer's link (the bench meters frames and injects delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
 }
@@ -41,15 +46,19 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
   const states = new WeakMap<object, SocketState>();
   const open = new Set<{ close(c?: number, r?: string): void }>();
 
-  async function admit(ws: { send(d: string): void; close(c?: number, r?: string): void }, state: SocketState, hello: HelloMessage) {
+  async function admit(ws: { send(d: string): void; close(c?: number, r?: string): void }, state: SocketState, hello: HelloMessage, remoteAddress: string | undefined) {
     const relay = new SocketLink({ send: (d) => ws.send(d as string), close: (c, r) => ws.close(c, r) }, { timeoutMs: options.timeoutMs });
     state.link = relay;
     state.peerId = hello.peerId;
     let link: PeerLink = relay;
     if (options.link === 'direct' && hello.listenUrl) {
-      const url = new URL(hello.listenUrl);
-      if (options.joinToken) url.searchParams.set('token', options.joinToken);
-      const dialed = await dialSocket(url.toString());
+      // The peer picks the port and path; the host is the one it connected from (or allowed).
+      const target = directDialTarget(hello.listenUrl, remoteAddress, options.allowPeerHosts);
+      if (!target.ok) throw new ProtocolError('protocol_error', `cannot dial peer ${hello.peerId}: ${target.reason}`);
+      if (target.dialedHost !== target.announcedHost) {
+        log(`peer ${hello.peerId} announced host ${target.announcedHost}; dialling ${target.dialedHost}, where it connected from (--allow-peer-hosts ${target.announcedHost} would allow it)`);
+      }
+      const dialed = await dialDirectPeer(target.url, { peerId: hello.peerId, joinToken: hello.joinToken });
       const direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs });
       dialed.attach(direct);
       // The two sockets live and die together: either closing removes the peer.
@@ -86,18 +95,21 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
       }
       try {
         if (typeof data !== 'string') throw new ProtocolError('protocol_error', 'the first message must be a text hello');
-        const admission = admitHello(parseControlMessage(data), options, (peer as { remoteAddress?: string }).remoteAddress);
+        const remoteAddress = (peer as { remoteAddress?: string }).remoteAddress;
+        const admission = admitHello(parseControlMessage(data), options, remoteAddress);
         if (!admission.ok) {
           peer.send(serializeControlMessage(admission.error));
           peer.close(4001, admission.error.code);
           log(`refused a peer: ${admission.error.message}`);
           return;
         }
-        await admit(peer, state, admission.hello);
+        await admit(peer, state, admission.hello, remoteAddress);
       } catch (error) {
         const code = error instanceof ProtocolError ? error.code : 'internal';
-        peer.send(serializeControlMessage({ kind: 'error', code, message: error instanceof Error ? error.message : String(error) }));
+        const text = (error instanceof Error ? error.message : String(error)).slice(0, 2048);
+        peer.send(serializeControlMessage({ kind: 'error', code, message: text }));
         peer.close(4002, code);
+        log(`refused a peer: ${text}`);
       }
     },
     close(peer, details) {

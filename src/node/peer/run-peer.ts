@@ -1,13 +1,14 @@
 /**
  * A Node shard peer process: dials the head's /peer/ws (its relay link), says hello, and
  * serves assigned layer ranges. With `listenPort` it also accepts direct links on its own
- * /peer/ws (join token required in `?token=`) and announces that URL in its hello.
+ * /peer/ws (the dialer must prove the join token in a challenge; no secret in the URL) and
+ * announces that URL in its hello.
  */
 import os from 'node:os';
 import { H3, defineWebSocketHandler } from 'h3';
 import { PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
 import { ShardPeer, type ShardService } from '../../core/peer/shard-peer.ts';
-import { sameToken } from '../../core/route/peer-admission.ts';
+import { DirectLinkGuard } from '../../core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
@@ -43,25 +44,45 @@ export function defaultPeerId(): string {
   return `node-${os.hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 128);
 }
 
-function directServer(shard: ShardService, joinToken: string | undefined) {
+/**
+ * The peer's direct listener: each connection is challenged (`DirectLinkGuard`) and served by
+ * a PeerEndpoint only once the dialer proved it holds the join token this peer joined with.
+ */
+export function directListenerApp(shard: ShardService, peerId: string, joinToken: string | undefined, log: (line: string) => void = () => {}): H3 {
   const app = new H3();
-  const endpoints = new WeakMap<object, PeerEndpoint>();
+  interface Side {
+    readonly guard: DirectLinkGuard;
+    endpoint?: PeerEndpoint;
+  }
+  const sides = new WeakMap<object, Side>();
   app.get(
     '/peer/ws',
     defineWebSocketHandler({
-      upgrade(request) {
-        const token = new URL(request.url).searchParams.get('token') ?? '';
-        if (joinToken !== undefined && !sameToken(token, joinToken)) throw new Response('a valid join token is required', { status: 401 });
-      },
       open(peer) {
-        endpoints.set(peer, new PeerEndpoint(shard, { send: (d) => peer.send(d), close: (c, r) => peer.close(c, r) }));
+        const socket = { send: (d: string | Uint8Array) => peer.send(d), close: (c?: number, r?: string) => peer.close(c, r) };
+        const side: Side = {
+          guard: new DirectLinkGuard({
+            peerId,
+            joinToken,
+            socket,
+            onAccepted: () => (side.endpoint = new PeerEndpoint(shard, socket)),
+            onRefused: (reason) => log(`refused a direct connection: ${reason}`),
+          }),
+        };
+        sides.set(peer, side);
+        side.guard.open();
       },
       async message(peer, message) {
+        const side = sides.get(peer);
         const raw = message.rawData as unknown;
-        await endpoints.get(peer)?.receive(typeof raw === 'string' ? raw : message.uint8Array());
+        const data = typeof raw === 'string' ? raw : message.uint8Array();
+        if (side?.endpoint) await side.endpoint.receive(data);
+        else await side?.guard.receive(data);
       },
       close(peer) {
-        endpoints.get(peer)?.terminated();
+        const side = sides.get(peer);
+        side?.guard.terminated();
+        side?.endpoint?.terminated();
       },
     }),
   );
@@ -79,7 +100,7 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
   let listenUrl: string | undefined;
   if (options.listenPort !== undefined) {
     const host = options.listenHost ?? '127.0.0.1';
-    server = await startServer(directServer(shard, options.joinToken), { port: options.listenPort, host });
+    server = await startServer(directListenerApp(shard, peerId, options.joinToken, log), { port: options.listenPort, host });
     listenUrl = `ws://${host}:${server.port}/peer/ws`;
   }
 

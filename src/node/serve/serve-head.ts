@@ -31,6 +31,8 @@ export interface ServeOptions {
   readonly host: string;
   readonly localPeers: number;
   readonly link: 'relay' | 'direct';
+  /** `--allow-peer-hosts`: hosts peers may announce for direct links. */
+  readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange | string;
   readonly apiKey?: string;
   readonly joinToken?: string | null;
@@ -85,6 +87,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     host: options.host,
     joinToken: options.joinToken,
     link: options.link,
+    allowPeerHosts: options.allowPeerHosts,
     headLayers,
     dtype: options.dtype,
     device: options.device,
