@@ -14,6 +14,8 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --link relay|direct  how the head reaches peers (default relay)
   --allow-peer-hosts H[,H]  with --link direct, hosts a peer may announce in its listen
                        URL (default: the head dials the address the peer connected from)
+  --peer-ping-timeout MS  a peer id already in use is refused while its holder answers a
+                       ping within MS; a silent holder is replaced (default 3000)
   --head-layers L      auto|none|START:END: layers the head holds itself (default auto)
   --api-key K          require this key for /v1, /api and the dashboard
   --join-token T       peers must present this token (default: generated and printed)
@@ -45,6 +47,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'local-peers': { type: 'string' },
       link: { type: 'string' },
       'allow-peer-hosts': { type: 'string' },
+      'peer-ping-timeout': { type: 'string' },
       'head-layers': { type: 'string' },
       'api-key': { type: 'string' },
       'join-token': { type: 'string' },
@@ -71,6 +74,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     localPeers: parseInteger('local-peers', values['local-peers'], 0),
     link: parseChoice('link', values.link, ['relay', 'direct'] as const, 'relay'),
     allowPeerHosts,
+    peerPingTimeoutMs: parseInteger('peer-ping-timeout', values['peer-ping-timeout'], 3000, 1),
     headLayers,
     apiKey: values['api-key'],
     joinToken: values['join-token'],

@@ -24,6 +24,8 @@ export interface GatewayOptions extends AdmissionPolicy {
   readonly link: 'direct' | 'relay';
   readonly timeoutMs?: number;
   readonly log?: (line: string) => void;
+  /** A holder of a claimed peer id that does not answer a ping within this is replaced (default 3 s). */
+  readonly pingTimeoutMs?: number;
   /** Hosts a peer may announce in its listen URL; any other host is replaced by the address it connected from. */
   readonly allowPeerHosts?: readonly string[];
   /** Decorate each admitted peer's link (the bench meters frames and injects delay). */
@@ -32,8 +34,14 @@ export interface GatewayOptions extends AdmissionPolicy {
 
 interface SocketState {
   link?: SocketLink;
+  /** Set once the peer is in the mesh. */
   peerId?: string;
+  /** Between a valid hello and welcome (or refusal). */
+  admitting?: boolean;
 }
+
+/** How long a peer id's holder has to answer a ping before a newcomer may take the id. */
+export const DEFAULT_PING_TIMEOUT_MS = 3000;
 
 export interface PeerGateway {
   readonly handler: ReturnType<typeof defineWebSocketHandler>;
@@ -46,38 +54,51 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
   const states = new WeakMap<object, SocketState>();
   const open = new Set<{ close(c?: number, r?: string): void }>();
 
+  // Ids being admitted right now (between hello and addPeer): a second hello for one is refused.
+  const joining = new Set<string>();
+
   async function admit(ws: { send(d: string): void; close(c?: number, r?: string): void }, state: SocketState, hello: HelloMessage, remoteAddress: string | undefined) {
+    // A duplicate id: refused while its holder answers a ping; a silent holder is replaced.
+    if (await options.mesh.vacate(hello.peerId, options.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS)) {
+      log(`peer ${hello.peerId}: its previous connection did not answer a ping; the new connection takes the id over`);
+    }
     const relay = new SocketLink({ send: (d) => ws.send(d as string), close: (c, r) => ws.close(c, r) }, { timeoutMs: options.timeoutMs });
     state.link = relay;
-    state.peerId = hello.peerId;
     let link: PeerLink = relay;
-    if (options.link === 'direct' && hello.listenUrl) {
-      // The peer picks the port and path; the host is the one it connected from (or allowed).
-      const target = directDialTarget(hello.listenUrl, remoteAddress, options.allowPeerHosts);
-      if (!target.ok) throw new ProtocolError('protocol_error', `cannot dial peer ${hello.peerId}: ${target.reason}`);
-      if (target.dialedHost !== target.announcedHost) {
-        log(`peer ${hello.peerId} announced host ${target.announcedHost}; dialling ${target.dialedHost}, where it connected from (--allow-peer-hosts ${target.announcedHost} would allow it)`);
+    try {
+      if (options.link === 'direct' && hello.listenUrl) {
+        // The peer picks the port and path; the host is the one it connected from (or allowed).
+        const target = directDialTarget(hello.listenUrl, remoteAddress, options.allowPeerHosts);
+        if (!target.ok) throw new ProtocolError('protocol_error', `cannot dial peer ${hello.peerId}: ${target.reason}`);
+        if (target.dialedHost !== target.announcedHost) {
+          log(`peer ${hello.peerId} announced host ${target.announcedHost}; dialling ${target.dialedHost}, where it connected from (--allow-peer-hosts ${target.announcedHost} would allow it)`);
+        }
+        const dialed = await dialDirectPeer(target.url, { peerId: hello.peerId, joinToken: hello.joinToken });
+        const direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs });
+        dialed.attach(direct);
+        // The two sockets live and die together: either closing removes the peer.
+        void relay.closed.then(() => direct.close('the peer left'));
+        void direct.closed.then(() => relay.close('the direct link closed'));
+        link = direct;
       }
-      const dialed = await dialDirectPeer(target.url, { peerId: hello.peerId, joinToken: hello.joinToken });
-      const direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs });
-      dialed.attach(direct);
-      // The two sockets live and die together: either closing removes the peer.
-      void relay.closed.then(() => direct.close('the peer left'));
-      void direct.closed.then(() => relay.close('the direct link closed'));
-      link = direct;
+      const kind = link === relay ? 'relay' : 'direct';
+      if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
+      options.mesh.addPeer({
+        id: hello.peerId,
+        runtime: hello.runtime,
+        executionProvider: hello.executionProvider,
+        memoryBudgetBytes: hello.memoryBudgetBytes,
+        link,
+        listenUrl: hello.listenUrl,
+      });
+      state.peerId = hello.peerId;
+      ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
+      log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
+    } catch (error) {
+      void link.close('not admitted');
+      void relay.close('not admitted');
+      throw error;
     }
-    const kind = link === relay ? 'relay' : 'direct';
-    if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
-    ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
-    options.mesh.addPeer({
-      id: hello.peerId,
-      runtime: hello.runtime,
-      executionProvider: hello.executionProvider,
-      memoryBudgetBytes: hello.memoryBudgetBytes,
-      link,
-      listenUrl: hello.listenUrl,
-    });
-    log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
   }
 
   const handler = defineWebSocketHandler({
@@ -93,6 +114,11 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         state.link.receive(data);
         return;
       }
+      if (state.admitting) {
+        peer.send(serializeControlMessage({ kind: 'error', code: 'protocol_error', message: 'wait for welcome before sending more' }));
+        return;
+      }
+      let claimed: string | undefined;
       try {
         if (typeof data !== 'string') throw new ProtocolError('protocol_error', 'the first message must be a text hello');
         const remoteAddress = (peer as { remoteAddress?: string }).remoteAddress;
@@ -103,6 +129,10 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
           log(`refused a peer: ${admission.error.message}`);
           return;
         }
+        const id = admission.hello.peerId;
+        if (joining.has(id)) throw new ProtocolError('peer_id_taken', `peer id '${id}' is joining from another connection right now`);
+        joining.add((claimed = id));
+        state.admitting = true;
         await admit(peer, state, admission.hello, remoteAddress);
       } catch (error) {
         const code = error instanceof ProtocolError ? error.code : 'internal';
@@ -110,6 +140,9 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         peer.send(serializeControlMessage({ kind: 'error', code, message: text }));
         peer.close(4002, code);
         log(`refused a peer: ${text}`);
+      } finally {
+        state.admitting = false;
+        if (claimed !== undefined) joining.delete(claimed);
       }
     },
     close(peer, details) {

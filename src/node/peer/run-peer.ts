@@ -10,9 +10,9 @@ import { PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
 import { ShardPeer, type ShardService } from '../../core/peer/shard-peer.ts';
 import { DirectLinkGuard } from '../../core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
+import { isCompatibleVersion, PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
-import { dialSocket, httpOrigin } from '../net/ws-dial.ts';
+import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
 import { WorkerShardService } from './worker-shard.ts';
 
@@ -92,61 +92,70 @@ export function directListenerApp(shard: ShardService, peerId: string, joinToken
 export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer> {
   const log = options.log ?? (() => {});
   const peerId = options.peerId ?? defaultPeerId();
+  // An empty token is a mistake (an unset variable, a bad paste), never "no token": refuse
+  // before starting anything, with the reason.
+  if (options.joinToken === '') throw new Error('the join token is empty: pass the token the head printed (--join-token or MESHNET_JOIN_TOKEN), or leave it out');
   const loader = { origin: httpOrigin(options.headUrl), joinToken: options.joinToken, device: options.device, threads: options.threads, home: options.home };
   const shard: ShardService = options.worker
     ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes });
   let server: RunningServer | undefined;
-  let listenUrl: string | undefined;
-  if (options.listenPort !== undefined) {
-    const host = options.listenHost ?? '127.0.0.1';
-    server = await startServer(directListenerApp(shard, peerId, options.joinToken, log), { port: options.listenPort, host });
-    listenUrl = `ws://${host}:${server.port}/peer/ws`;
-  }
-
-  const dialed = await dialSocket(options.headUrl);
-  let welcomed!: (m: ControlMessage) => void;
-  let refused!: (e: Error) => void;
-  const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
-  const endpoint = new PeerEndpoint(shard, dialed.socket, (message) => {
-    if (message.kind === 'welcome') welcomed(message);
-    else if (message.kind === 'error') {
-      refused(new Error(`the head refused this peer: ${message.message}`));
-      log(`head error: ${message.message}`);
-    }
-  });
-  let resolveClosed!: (reason: string) => void;
-  const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
-  dialed.attach({
-    receive: (data) => void endpoint.receive(data),
-    terminated: (reason) => {
-      endpoint.terminated();
-      refused(new Error(`the head closed the connection: ${reason}`));
-      resolveClosed(reason);
-    },
-  });
-  endpoint.send({
-    kind: 'hello',
-    id: 'hello',
-    protocol: PROTOCOL_VERSION,
-    runtime: 'node',
-    executionProvider: options.device,
-    memoryBudgetBytes: options.memoryBudgetBytes,
-    peerId,
-    ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
-    ...(listenUrl !== undefined && { listenUrl }),
-  });
+  let dialed: DialedSocket | undefined;
+  // Every failure from here on releases what was started (the worker thread, the listener,
+  // the socket), so a peer that cannot join exits instead of lingering.
   const close = async () => {
-    dialed.socket.close(1000, 'peer shutting down');
+    dialed?.socket.close(1000, 'peer shutting down');
     await server?.close();
     await shard.dispose();
   };
   try {
-    await welcome;
+    let listenUrl: string | undefined;
+    if (options.listenPort !== undefined) {
+      const host = options.listenHost ?? '127.0.0.1';
+      server = await startServer(directListenerApp(shard, peerId, options.joinToken, log), { port: options.listenPort, host });
+      listenUrl = `ws://${host}:${server.port}/peer/ws`;
+    }
+    const socket = (dialed = await dialSocket(options.headUrl));
+    let welcomed!: (m: ControlMessage) => void;
+    let refused!: (e: Error) => void;
+    const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
+    welcome.catch(() => {});
+    const endpoint = new PeerEndpoint(shard, socket.socket, (message) => {
+      if (message.kind === 'welcome') welcomed(message);
+      else if (message.kind === 'error') {
+        refused(new Error(`the head refused this peer (${message.code}): ${message.message}`));
+        log(`head error: ${message.message}`);
+      }
+    });
+    let resolveClosed!: (reason: string) => void;
+    const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
+    socket.attach({
+      receive: (data) => void endpoint.receive(data),
+      terminated: (reason) => {
+        endpoint.terminated();
+        refused(new Error(`the head closed the connection: ${reason}`));
+        resolveClosed(reason);
+      },
+    });
+    endpoint.send({
+      kind: 'hello',
+      id: 'hello',
+      protocol: PROTOCOL_VERSION,
+      runtime: 'node',
+      executionProvider: options.device,
+      memoryBudgetBytes: options.memoryBudgetBytes,
+      peerId,
+      ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
+      ...(listenUrl !== undefined && { listenUrl }),
+    });
+    const answer = await welcome;
+    if (answer.kind === 'welcome' && !isCompatibleVersion(answer.protocol)) {
+      throw new Error(`the head speaks protocol ${answer.protocol.major}.${answer.protocol.minor}, this peer ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
+    }
+    log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
+    return { peerId, listenUrl, shard, closed, close };
   } catch (error) {
     await close();
     throw error;
   }
-  log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
-  return { peerId, listenUrl, shard, closed, close };
 }

@@ -31,6 +31,8 @@ export interface ServeOptions {
   readonly host: string;
   readonly localPeers: number;
   readonly link: 'relay' | 'direct';
+  /** `--peer-ping-timeout`: a duplicate peer id is refused while its holder answers a ping this fast. */
+  readonly peerPingTimeoutMs?: number;
   /** `--allow-peer-hosts`: hosts peers may announce for direct links. */
   readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange | string;
@@ -88,6 +90,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     joinToken: options.joinToken,
     link: options.link,
     allowPeerHosts: options.allowPeerHosts,
+    peerPingTimeoutMs: options.peerPingTimeoutMs,
     headLayers,
     dtype: options.dtype,
     device: options.device,
