@@ -98,6 +98,19 @@ describe('the head dials only where the peer connected from', () => {
     for (const request of trap.requests) expect(request.headers.authorization).toBeUndefined();
   });
 
+  it('a peer that puts the token into its own listen URL: the head dials what it announced, but never repeats the token', async () => {
+    const own = await startHttpTrap('127.0.0.1'); // not tracked: it receives what the peer itself announced
+    try {
+      const linesBefore = logs.length;
+      const answer = await announce(serving, 'careless', `ws://127.0.0.1:${own.port}/l?token=${JOIN_TOKEN}`);
+      expect(own.requests.map((r) => r.url)).toEqual([`/l?token=${JOIN_TOKEN}`]);
+      expect(answer).toMatchObject({ kind: 'error', message: expect.stringMatching(/could not connect to ws:\/\/127\.0\.0\.1:\d+\/l[: ]/) });
+      expect(logs.length).toBeGreaterThan(linesBefore);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('--allow-peer-hosts 127.0.0.2: that announced host is dialled as announced', async () => {
     const trap = track(await startHttpTrap('127.0.0.2'));
     const answer = await announce(allowing, 'allowed-1', `ws://127.0.0.2:${trap.port}/p?q=2`);

@@ -20,9 +20,15 @@ export interface DirectDialOptions {
 }
 
 /** Dial `url` and authenticate the link; rejects with a ProtocolError('unauthorized') when the other end does not prove the token. */
-export async function dialDirectPeer(url: string, options: DirectDialOptions): Promise<DialedSocket> {
+export async function dialDirectPeer(target: string, options: DirectDialOptions): Promise<DialedSocket> {
+  const url = target;
+  // Errors name the listener without its query (the peer's to fill; never worth repeating).
+  const parsed = new URL(target);
+  const where = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const dialed = await dialSocket(url, timeoutMs);
+  const dialed = await dialSocket(url, timeoutMs).catch((error: unknown) => {
+    throw new ProtocolError('unauthorized', `${(error instanceof Error ? error.message : String(error)).replaceAll(url, where)} (the listener peer ${options.peerId} announced)`);
+  });
   const headNonce = newNonce();
   const after: (string | Uint8Array)[] = [];
   let closedReason: string | undefined;
@@ -47,9 +53,9 @@ export async function dialDirectPeer(url: string, options: DirectDialOptions): P
 
   const nextMessage = async (deadline: number, expected: string): Promise<ControlMessage> => {
     while (inbox.length === 0) {
-      if (closedReason !== undefined) throw new ProtocolError('unauthorized', `the peer at ${url} closed the socket before ${expected} (${closedReason})`);
+      if (closedReason !== undefined) throw new ProtocolError('unauthorized', `the peer at ${where} closed the socket before ${expected} (${closedReason})`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new ProtocolError('unauthorized', `no ${expected} from ${url} within ${timeoutMs} ms (is a meshnet peer listening there?)`);
+      if (left <= 0) throw new ProtocolError('unauthorized', `no ${expected} from ${where} within ${timeoutMs} ms (is a meshnet peer listening there?)`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         wake = () => (clearTimeout(timer), resolve());
@@ -57,10 +63,10 @@ export async function dialDirectPeer(url: string, options: DirectDialOptions): P
       wake = undefined;
     }
     const data = inbox.shift()!;
-    if (typeof data !== 'string') throw new ProtocolError('unauthorized', `${url} sent binary data instead of ${expected}`);
+    if (typeof data !== 'string') throw new ProtocolError('unauthorized', `${where} sent binary data instead of ${expected}`);
     const message = parseControlMessage(data);
-    if (message.kind === 'error') throw new ProtocolError('unauthorized', `the peer at ${url} refused the direct link: ${message.message}`);
-    if (message.kind !== expected) throw new ProtocolError('unauthorized', `${url} sent '${message.kind}' instead of ${expected}`);
+    if (message.kind === 'error') throw new ProtocolError('unauthorized', `the peer at ${where} refused the direct link: ${message.message}`);
+    if (message.kind !== expected) throw new ProtocolError('unauthorized', `${where} sent '${message.kind}' instead of ${expected}`);
     return message;
   };
 
@@ -73,12 +79,12 @@ export async function dialDirectPeer(url: string, options: DirectDialOptions): P
     const answer = await nextMessage(deadline, 'authenticated');
     if (answer.kind !== 'authenticated') throw new Error('unreachable');
     const expected = await peerProof(options.joinToken, options.peerId, challenge.nonce, headNonce);
-    if (!sameToken(answer.proof, expected)) throw new ProtocolError('unauthorized', `the server at ${url} is not peer ${options.peerId} of this mesh (its proof does not match the join token)`);
+    if (!sameToken(answer.proof, expected)) throw new ProtocolError('unauthorized', `the server at ${where} is not peer ${options.peerId} of this mesh (its proof does not match the join token)`);
     done = true;
     if (inbox.length > 0) after.unshift(...inbox.splice(0));
   } catch (error) {
     dialed.socket.close(4001, 'direct link not authenticated');
-    throw error instanceof ProtocolError ? error : new ProtocolError('unauthorized', `direct link to ${url}: ${error instanceof Error ? error.message : String(error)}`);
+    throw error instanceof ProtocolError ? error : new ProtocolError('unauthorized', `direct link to ${where}: ${error instanceof Error ? error.message : String(error)}`);
   }
   return {
     socket: dialed.socket,

@@ -50,7 +50,10 @@ export interface PeerGateway {
 }
 
 export function createPeerGateway(options: GatewayOptions): PeerGateway {
-  const log = options.log ?? (() => {});
+  // Belt and braces: nothing the head writes to a log or sends as an error shows the token,
+  // even when a peer put it into what the head quotes (its own listen URL, say).
+  const redact = (text: string) => (options.joinToken ? text.replaceAll(options.joinToken, '[join token]') : text);
+  const log = (line: string) => options.log?.(redact(line));
   const states = new WeakMap<object, SocketState>();
   const open = new Set<{ close(c?: number, r?: string): void }>();
 
@@ -65,6 +68,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
     const relay = new SocketLink({ send: (d) => ws.send(d as string), close: (c, r) => ws.close(c, r) }, { timeoutMs: options.timeoutMs });
     state.link = relay;
     let link: PeerLink = relay;
+    let direct: SocketLink | undefined;
     try {
       if (options.link === 'direct' && hello.listenUrl) {
         // The peer picks the port and path; the host is the one it connected from (or allowed).
@@ -74,12 +78,12 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
           log(`peer ${hello.peerId} announced host ${target.announcedHost}; dialling ${target.dialedHost}, where it connected from (--allow-peer-hosts ${target.announcedHost} would allow it)`);
         }
         const dialed = await dialDirectPeer(target.url, { peerId: hello.peerId, joinToken: hello.joinToken });
-        const direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs });
-        dialed.attach(direct);
+        const directLink = (direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs }));
+        dialed.attach(directLink);
         // The two sockets live and die together: either closing removes the peer.
-        void relay.closed.then(() => direct.close('the peer left'));
-        void direct.closed.then(() => relay.close('the direct link closed'));
-        link = direct;
+        void relay.closed.then(() => directLink.close('the peer left'));
+        void directLink.closed.then(() => relay.close('the direct link closed'));
+        link = directLink;
       }
       const kind = link === relay ? 'relay' : 'direct';
       if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
@@ -95,8 +99,8 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
       ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
       log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
     } catch (error) {
-      void link.close('not admitted');
-      void relay.close('not admitted');
+      // The direct socket goes now; the relay socket is closed by the caller after the error.
+      void direct?.close('not admitted');
       throw error;
     }
   }
@@ -136,7 +140,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         await admit(peer, state, admission.hello, remoteAddress);
       } catch (error) {
         const code = error instanceof ProtocolError ? error.code : 'internal';
-        const text = (error instanceof Error ? error.message : String(error)).slice(0, 2048);
+        const text = redact(error instanceof Error ? error.message : String(error)).slice(0, 2048);
         peer.send(serializeControlMessage({ kind: 'error', code, message: text }));
         peer.close(4002, code);
         log(`refused a peer: ${text}`);
