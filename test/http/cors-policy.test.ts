@@ -1,6 +1,7 @@
 /** Pure parts of the HTTP edge: `--cors` parsing, the origin policy, preflight headers, x-request-id. */
 import { describe, expect, it } from 'vitest';
-import { CorsOptionError, CorsPolicy, DEFAULT_CORS, EXPOSED_HEADERS, isPreflight, ownOrigins, parseCorsOption } from '../../src/node/http/cors.ts';
+import { isPreflight } from '../../src/node/http/auth.ts';
+import { CorsOptionError, CorsPolicy, DEFAULT_CORS, EXPOSED_HEADERS, ownOrigins, parseCorsOption } from '../../src/node/http/cors.ts';
 import { requestIdFor } from '../../src/node/http/edge-headers.ts';
 
 const own = () => ['http://127.0.0.1:8080'];

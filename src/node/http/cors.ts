@@ -1,7 +1,8 @@
 /**
  * CORS for browser apps on other origins (`--cors`). Pure: a policy over origin patterns, and
  * the headers of a preflight answer and of an ordinary response. The middleware that applies
- * them is `edge-headers.ts`.
+ * them is `edge-headers.ts`; what a preflight is, `isPreflight` in `auth.ts` says (one definition
+ * for the key check's exemption and for the answer).
  *
  * Rules: cross-origin callers authenticate with a bearer key, never with cookies, so
  * `Access-Control-Allow-Credentials` is never sent (the dashboard's key cookie is
@@ -126,11 +127,6 @@ export class CorsPolicy {
       vary: 'Origin, Access-Control-Request-Headers',
     };
   }
-}
-
-/** A CORS preflight: OPTIONS with `Origin` and `Access-Control-Request-Method`. */
-export function isPreflight(request: Request): boolean {
-  return request.method === 'OPTIONS' && request.headers.has('origin') && request.headers.has('access-control-request-method');
 }
 
 /**

@@ -6,7 +6,8 @@
  * - CORS preflights (`OPTIONS` + `Origin` + `Access-Control-Request-Method`) answered here,
  *   with 204 or 403, **before** the API-key middleware: a browser never sends credentials on
  *   a preflight, so requiring the key there would block every cross-origin caller. This
- *   middleware is mounted first; `answerPreflight` is the only exemption from the key check.
+ *   middleware is mounted first, so preflights never reach the key check (whose open list
+ *   exempts them too, `isOpenRequest` in auth.ts, should the order ever change).
  *
  * WebSocket upgrades are passed through untouched: crossws reads its hooks from the upgrade
  * response object, which h3 would rebuild if headers were prepared on it.
@@ -14,7 +15,8 @@
 import { randomUUID } from 'node:crypto';
 import type { H3Event, Middleware } from 'h3';
 import { ApiError, toErrorBody } from '../openai/errors.ts';
-import { type CorsPolicy, isPreflight } from './cors.ts';
+import { isPreflight } from './auth.ts';
+import type { CorsPolicy } from './cors.ts';
 
 /** A client's `x-request-id` is echoed when it matches this (UUIDs, ULIDs, trace ids, base64). */
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
