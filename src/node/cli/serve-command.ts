@@ -77,7 +77,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       '',
       'Try it:',
       `  curl ${base}/v1/chat/completions -H "Content-Type: application/json"${auth} \\`,
-      `    -d '{"model": "${serving.modelId}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'`,
+      `    -d '${JSON.stringify(exampleRequest(serving.modelId, serving.head.model.checkpoint.config.maxNewTokens !== undefined), null, 1).replace(/\n\s*/g, ' ')}'`,
       '',
     ].join('\n'),
   );
@@ -87,4 +87,13 @@ export async function serveCommand(argv: string[]): Promise<void> {
   });
   log('shutting down');
   await serving.close();
+}
+
+/**
+ * The request the printed curl sends: greedy, so the answer is the same every time (the
+ * README quotes the demo's). A model with its own default answer length
+ * (generation_config.json's max_new_tokens, as the demo has) gets no max_tokens.
+ */
+export function exampleRequest(model: string, hasDefaultLength: boolean): Record<string, unknown> {
+  return { model, messages: [{ role: 'user', content: 'Hello!' }], temperature: 0, ...(hasDefaultLength ? {} : { max_tokens: 32 }) };
 }

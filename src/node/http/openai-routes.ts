@@ -18,6 +18,8 @@ export interface OpenAIRoutesOptions extends RunnerContext {
 export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   const { head } = options;
   const defaults = { maxTokens: options.defaultMaxTokens, vocabSize: head.model.checkpoint.config.vocabSize };
+  // `max_model_len`: the context in tokens, as vLLM reports it (the chat page fits turns to it).
+  const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: options.contextLength };
   const counted = (endpoint: string, handler: (request: Request) => Promise<Response>) => async (event: { req: Request }) => {
     let response: Response;
     try {
@@ -32,7 +34,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   app.get(
     '/v1/models',
     counted('/v1/models', async () =>
-      jsonResponse({ object: 'list', data: [{ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' }] }),
+      jsonResponse({ object: 'list', data: [modelCard] }),
     ),
   );
   app.get(
@@ -40,7 +42,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
     counted('/v1/models', async (request) => {
       const id = decodeURIComponent(new URL(request.url).pathname.slice('/v1/models/'.length));
       if (id !== head.name) return errorResponse(modelNotFound(id));
-      return jsonResponse({ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' });
+      return jsonResponse(modelCard);
     }),
   );
 
