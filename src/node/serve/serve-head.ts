@@ -115,7 +115,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
-      mountOpsRoutes(app, ctx, store, metrics);
+      mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });
       mountPeerPage(app);
       mountDashboard(app);
       options.mount?.(app, ctx);
