@@ -50,8 +50,8 @@ export async function peerCommand(argv: string[]): Promise<void> {
     await peer.close();
     process.exit(0);
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop); // `on`: a second signal (npm forwards Ctrl-C too) must not cut the close short
+  process.on('SIGINT', stop);
   const reason = await peer.closed;
   process.stderr.write(`meshnet peer: the head connection ended (${reason}); exiting\n`);
   await peer.close();

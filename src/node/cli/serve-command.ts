@@ -81,9 +81,11 @@ export async function serveCommand(argv: string[]): Promise<void> {
       '',
     ].join('\n'),
   );
+  // `on`, not `once`: Ctrl-C reaches this process twice under `npm start` (from the terminal
+  // and forwarded by npm); a second signal must not kill it halfway through closing.
   await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    process.on('SIGINT', () => resolve());
+    process.on('SIGTERM', () => resolve());
   });
   log('shutting down');
   await serving.close();
