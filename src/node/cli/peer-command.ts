@@ -46,7 +46,10 @@ export async function peerCommand(argv: string[]): Promise<void> {
     worker: true,
     log: (line) => process.stderr.write(`meshnet peer: ${line}\n`),
   });
+  let stopping = false;
   const stop = async () => {
+    if (stopping) return;
+    stopping = true;
     await peer.close();
     process.exit(0);
   };
