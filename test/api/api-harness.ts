@@ -115,8 +115,6 @@ export async function readSseEvents(response: Response, enough: (events: readonl
 export class GatedLink implements PeerLink {
   private credits: number;
   private readonly waiting: (() => void)[] = [];
-  /** Frames that reached this link (passed or held). */
-  arrived = 0;
 
   constructor(
     private readonly inner: PeerLink,
@@ -153,7 +151,6 @@ export class GatedLink implements PeerLink {
   }
 
   async request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    this.arrived++;
     if (this.credits > 0) this.credits--;
     else {
       await new Promise<void>((resolve, reject) => {

@@ -16,7 +16,7 @@ import { tempDir } from '../engine/harness.ts';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 /** What the printed curl gets from the demo (greedy): quoted in the README. */
-const CURL_ANSWER = 'As I settle, fragments of vectors aligning like a kaleidoscope. Classification diss';
+const CURL_ANSWER = 'As I settle, fragments of vectors aligning like a kaleidoscope. Classification dissol';
 
 let home: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
