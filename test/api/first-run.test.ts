@@ -85,6 +85,7 @@ const STDOUT = [
   /^meshnet is serving demo$/,
   /^ {2}API {8}http:\/\/127\.0\.0\.1:\d+\/v1$/,
   /^ {2}dashboard {2}http:\/\/127\.0\.0\.1:\d+\/dashboard$/,
+  /^ {2}chat {7}http:\/\/127\.0\.0\.1:\d+\/dashboard\/chat$/,
   /^ {2}peers {6}meshnet peer --head ws:\/\/127\.0\.0\.1:\d+\/peer\/ws --join-token [0-9a-f]{32}$/,
   /^ {2}join page {2}http:\/\/127\.0\.0\.1:\d+\/peer$/,
   /^Try it:$/,

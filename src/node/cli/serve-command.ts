@@ -72,6 +72,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       `meshnet is serving ${serving.modelId}`,
       `  API        ${base}/v1`,
       `  dashboard  ${base}/dashboard${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
+      `  chat       ${base}/dashboard/chat${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
       `  peers      meshnet peer --head ${serving.head.peerUrl}${serving.head.joinToken ? ` --join-token ${serving.head.joinToken}` : ''}`,
       `  join page  ${base}/peer`,
       '',
