@@ -28,6 +28,7 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
     return jsonResponse({ status: 'ok', ready: true, ...body });
   });
 
+  // Liveness: 200 while the process serves HTTP, whatever the mesh is doing (open, like /health).
   app.get('/health/live', () => jsonResponse({ status: 'ok' }));
 
   app.get('/metrics', () => new Response(metrics.render(), { headers: { 'content-type': PROMETHEUS_CONTENT_TYPE } }));
