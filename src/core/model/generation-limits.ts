@@ -22,15 +22,26 @@ export interface GenerationLimits {
   readonly contextLength: number;
   /** Token ids that end generation: config.json / generation_config.json EOS plus the tokenizer's. */
   readonly stopTokenIds: readonly number[];
+  /**
+   * Tokens a request that names no maximum gets: generation_config.json's `max_new_tokens`
+   * (the model's own answer length, as vLLM reads it), else 512 — cut to the room the prompt
+   * leaves (`completionBudget`).
+   */
+  readonly defaultMaxTokens: number;
 }
 
+/** The default answer length of a model whose generation_config.json names none (llama.cpp's server and vLLM cap similarly). */
+export const FALLBACK_MAX_TOKENS = 512;
+
 export function generationLimits(
-  config: Pick<ModelConfig, 'maxPositionEmbeddings' | 'slidingWindow' | 'eosTokenIds'>,
+  config: Pick<ModelConfig, 'maxPositionEmbeddings' | 'slidingWindow' | 'eosTokenIds' | 'maxNewTokens'>,
   tokenizer?: { readonly eosTokenIds: readonly number[] },
 ): GenerationLimits {
+  const contextLength = Math.min(rotaryPositions(config), config.slidingWindow ?? Infinity);
   return {
-    contextLength: Math.min(rotaryPositions(config), config.slidingWindow ?? Infinity),
+    contextLength,
     stopTokenIds: Object.freeze([...new Set([...config.eosTokenIds, ...(tokenizer?.eosTokenIds ?? [])])]),
+    defaultMaxTokens: Math.min(config.maxNewTokens ?? FALLBACK_MAX_TOKENS, contextLength),
   };
 }
 

@@ -64,7 +64,7 @@ export interface RouteSessionDeps extends SessionPolicy {
   readonly tokenizer?: TextTokenizer;
   /** Time and timers (deadlines, back-off, telemetry); the system clock by default. */
   readonly clock?: Clock;
-  /** Observes telemetry changes (dashboard, metrics). */
+  /** Observes telemetry changes (dashboard, metrics): after every frame a hop answers, every token, every repair and the close. */
   readonly onUpdate?: (telemetry: SessionTelemetry) => void;
   /** Called once, synchronously, when the outcome is recorded (before the hops are released). */
   readonly onSettled?: (telemetry: SessionTelemetry) => void;
@@ -336,6 +336,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     t.totalMs += ms;
     t.lastMs = ms;
     t.kvPositions = position + hidden.tokens;
+    this.deps.onUpdate?.(this.telemetry); // per frame: a watcher sees each hop at work, not only each token
     return answer.activations;
   }
 

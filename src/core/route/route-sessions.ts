@@ -17,15 +17,12 @@ import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-err
 import { RouteSession, type SessionPolicy } from './route-session.ts';
 import type { RouteProvider, SessionTelemetry } from './route-types.ts';
 
-/** Tokens a request without a max gets, at most (then cut to the room left in the context). */
-export const DEFAULT_MAX_TOKENS = 512;
-
 export interface SessionRequest {
   readonly sessionId: string; // a lowercase UUID
   readonly promptIds: readonly number[];
   /** How to sample; `maxTokens` and `stopTokenIds` here are ignored (they come from the limits). */
   readonly sampling?: Partial<SamplingParams>;
-  /** Tokens asked for; undefined: the default, cut to the room left in the context. */
+  /** Tokens asked for; undefined: the model's default (`limits.defaultMaxTokens`), cut to the room left in the context. */
   readonly maxTokens?: number;
   readonly stopStrings?: readonly string[];
   /** What observers call the session (the API response id); default the session id. */
@@ -59,7 +56,6 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly limits: GenerationLimits;
   /** Sessions live at once; one more gets SessionLimitError (429). */
   readonly maxSessions: number;
-  readonly defaultMaxTokens?: number;
   readonly minPeers?: PeerQuorum;
   readonly clock?: Clock;
   readonly observer?: SessionObserver;
@@ -98,7 +94,7 @@ export class RouteSessions {
     signal?.throwIfAborted();
     if (request.promptIds.length === 0) throw new RangeError('the prompt has no tokens');
     const { limits } = this.options;
-    const maxTokens = completionBudget(limits, request.promptIds.length, request.maxTokens, this.options.defaultMaxTokens ?? DEFAULT_MAX_TOKENS);
+    const maxTokens = completionBudget(limits, request.promptIds.length, request.maxTokens, limits.defaultMaxTokens);
     const params = validateSamplingParams({ ...request.sampling, maxTokens, stopTokenIds: limits.stopTokenIds });
     await this.waitForPeers(signal);
     signal?.throwIfAborted();

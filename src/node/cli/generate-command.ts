@@ -20,7 +20,7 @@ export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --p
   --model M            a checkpoint folder, a Hugging Face id (org/name) or demo
   --prompt TEXT        prompt, tokenized with the tokenizer's own special-token rule (no chat template)
   --prompt-ids IDS     prompt token ids, used as given (no BOS added)
-  --max-tokens N       tokens to generate (default 128)
+  --max-tokens N       tokens to generate (default 128, or what is left of the context)
   --temperature T      0 = greedy (default 1.0)
   --top-p P            nucleus sampling (default 1)
   --top-k K            keep the K most likely tokens (default 0 = off)
@@ -68,10 +68,11 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const promptIds = parseIntegerList('prompt-ids', values['prompt-ids']) ?? tokenizer.encode(values.prompt!);
   if (promptIds.length === 0) throw new UsageError('the prompt has no tokens');
   const limits = generationLimits(config, tokenizer);
-  const asked = parseInteger('max-tokens', values['max-tokens'], 128, 1);
+  // Without --max-tokens: 128, cut to what the prompt leaves of the context (the demo's is short).
+  const asked = values['max-tokens'] === undefined ? undefined : parseInteger('max-tokens', values['max-tokens'], 128, 1);
   let maxTokens: number;
   try {
-    maxTokens = completionBudget(limits, promptIds.length, asked, asked);
+    maxTokens = completionBudget(limits, promptIds.length, asked, 128);
   } catch (error) {
     if (!(error instanceof ContextLengthError)) throw error;
     const window = config.slidingWindow === limits.contextLength ? ` (the model's sliding window of ${config.slidingWindow}; sliding-window attention is not supported yet)` : '';

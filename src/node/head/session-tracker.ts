@@ -1,7 +1,8 @@
 /**
  * Accounting of the head's Route Sessions: their telemetry folded into the dashboard state
- * and metrics (started, updated at most every `updateMs`, finished), and the totals. The
- * session table (core's RouteSessions) decides admission and tells this observer.
+ * and metrics (started, updated at most every `updateMs` — the last change of a window is
+ * sent when it ends —, finished), and the totals. The session table (core's RouteSessions)
+ * decides admission and tells this observer.
  */
 import type { SessionLimitError } from '../../core/route/route-errors.ts';
 import type { SessionObserver } from '../../core/route/route-sessions.ts';
@@ -9,12 +10,17 @@ import type { SessionTelemetry } from '../../core/route/route-types.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
 import { sessionView, type MeshStateStore } from './state-store.ts';
 
+interface Tracked {
+  last: number;
+  trailing?: ReturnType<typeof setTimeout>;
+}
+
 export class SessionTracker implements SessionObserver {
   private live = 0;
   private requests = 0;
   private errors = 0;
   private tokensOut = 0;
-  private readonly lastUpdate = new Map<string, number>();
+  private readonly tracked = new Map<string, Tracked>();
 
   constructor(
     private readonly store: MeshStateStore,
@@ -31,22 +37,33 @@ export class SessionTracker implements SessionObserver {
   started(label: string, telemetry: SessionTelemetry): void {
     this.live++;
     this.requests++;
-    this.lastUpdate.set(label, 0);
+    this.tracked.set(label, { last: 0 });
     this.metrics.setLiveSessions(this.live);
     this.store.apply({ kind: 'session.started', session: sessionView(label, this.model, telemetry, Date.now()) });
     this.publishTotals(); // the request count moves now, not when the session ends
   }
 
   updated(label: string, telemetry: SessionTelemetry): void {
-    const last = this.lastUpdate.get(label);
-    const now = Date.now();
-    if (last === undefined || now - last < this.updateMs) return;
-    this.lastUpdate.set(label, now);
-    this.store.apply({ kind: 'session.updated', session: sessionView(label, this.model, telemetry, now) });
+    const tracked = this.tracked.get(label);
+    if (!tracked || tracked.trailing) return;
+    // An update inside the window is not dropped but sent when the window ends (a trailing
+    // edge), so a session that pauses — a slow or held hop — still shows where it stands.
+    const publish = () => {
+      tracked.trailing = undefined;
+      tracked.last = Date.now();
+      this.store.apply({ kind: 'session.updated', session: sessionView(label, this.model, telemetry, tracked.last) });
+    };
+    const wait = this.updateMs - (Date.now() - tracked.last);
+    if (wait <= 0) return publish();
+    tracked.trailing = setTimeout(() => this.tracked.get(label) === tracked && publish(), wait); // `telemetry` is live: it has the latest figures by then
+    tracked.trailing.unref?.();
   }
 
   finished(label: string, telemetry: SessionTelemetry): void {
-    if (!this.lastUpdate.delete(label)) return;
+    const tracked = this.tracked.get(label);
+    if (!tracked) return;
+    this.tracked.delete(label);
+    clearTimeout(tracked.trailing);
     this.live--;
     if (telemetry.outcome === 'error') this.errors++;
     this.tokensOut += telemetry.completionTokens;

@@ -2,25 +2,25 @@
  * One OpenAI completion request as a Route Session: translate the request into a session
  * request, open it in the head's session table (which decides admission, limits and stop
  * tokens, and refuses with typed errors mapped here), and answer as one JSON object or as an
- * SSE stream. The first event is awaited before any byte is sent, so a route that cannot
- * serve still gets its proper status (503) instead of a broken stream. The session answers
- * the client as soon as its outcome is known; it releases its hops in the background.
+ * SSE stream in the answer format asked for. The first event is awaited before any byte is
+ * sent, so a route that cannot serve still gets its proper status (503) instead of a broken
+ * stream. The session answers the client as soon as its outcome is known; it releases its
+ * hops in the background.
  */
 import { randomUUID } from 'node:crypto';
 import type { RouteSession } from '../../core/route/route-session.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
 import type { HeadContext } from '../head/head-node.ts';
-import { mapError, toErrorBody } from '../openai/errors.ts';
+import { mapError } from '../openai/errors.ts';
 import type { OpenAIRequest } from '../openai/requests.ts';
-import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
-import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
-import { errorResponse, jsonResponse } from './respond.ts';
+import { type TokenText, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
+import { collectGeneration } from '../openai/stream.ts';
+import { type AnswerFormat, openAIFormat } from './answer-formats.ts';
+import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
 }
-
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
 
 async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
   if (first.done) return;
@@ -28,10 +28,18 @@ async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIter
   for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
 }
 
-export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal): Promise<Response> {
+export async function runCompletion(
+  ctx: RunnerContext,
+  request: OpenAIRequest,
+  promptIds: number[],
+  clientSignal: AbortSignal,
+  format: (tokenText: TokenText) => AnswerFormat = (tokenText) => openAIFormat(request, tokenText),
+): Promise<Response> {
   const uuid = randomUUID();
+  const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
+  const answer = format(tokenText);
   const meta: ResponseMeta = {
-    id: `${request.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${uuid.replaceAll('-', '')}`,
+    id: `${answer.idPrefix}${uuid.replaceAll('-', '')}`,
     created: unixSeconds(),
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
@@ -60,14 +68,12 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     throw mapError(error, errorContext);
   }
   void session.closed.then(() => clientSignal.removeEventListener('abort', onClientGone));
-  const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
 
   if (!request.stream) {
     const result = await collectGeneration(session).catch((error: unknown) => {
       throw mapError(error, errorContext);
     });
-    const body = request.kind === 'chat' ? chatCompletion(meta, result, request.logprobs ? tokenText : undefined) : textCompletion(meta, result, request.logprobs ? tokenText : undefined);
-    return jsonResponse(body);
+    return jsonResponse(answer.whole(meta, result));
   }
 
   const iterator = session[Symbol.asyncIterator]();
@@ -77,18 +83,19 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   } catch (error) {
     return errorResponse(mapError(error, errorContext));
   }
-  const options = { meta, includeUsage: request.includeUsage, logprobs: request.logprobs, tokenText };
-  const builder = request.kind === 'chat' ? new ChatStreamBuilder(options) : new CompletionStreamBuilder(options);
+  const stream = answer.stream(meta);
   const encoder = new TextEncoder();
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
-      const send = (text: string) => controller.enqueue(encoder.encode(text));
+      const send = (text: string) => {
+        if (text !== '') controller.enqueue(encoder.encode(text));
+      };
       try {
-        if (builder instanceof ChatStreamBuilder) for (const chunk of builder.start()) send(sseData(chunk));
-        for await (const event of replayFirst(first, iterator)) for (const chunk of builder.push(event)) send(sseData(chunk));
-        send(SSE_DONE);
+        send(stream.start());
+        for await (const event of replayFirst(first, iterator)) send(stream.push(event));
+        send(stream.end());
       } catch (error) {
-        if (!abort.signal.aborted) send(sseData(toErrorBody(mapError(error, errorContext))));
+        if (!abort.signal.aborted) send(stream.fail(mapError(error, errorContext)));
       } finally {
         try {
           controller.close();
