@@ -35,24 +35,3 @@ it('auto falls back from webgpu to wasm and generates the golden ids', async () 
 it('refuses an unknown device naming the valid ones', () => {
   expect(() => browserLoaderOptions({ device: 'cuda' })).toThrow(/unknown device 'cuda': expected one of auto, webgpu, wasm/);
 });
-
-it("the browser's artifact loader refuses an artifact whose dtype differs from the assignment, as the Node loader does", async () => {
-  const { fetchShardLoader } = await import('../../src/browser/fetch-loader.ts');
-  const { startStoriesHead, JOIN_TOKEN } = await import('../transport/transport-harness.ts');
-  const { openStories } = await import('../route/route-harness.ts');
-  const { storiesAssign } = await import('../suites/peer-link.suite.ts');
-  const ctx = await openStories();
-  const head = await startStoriesHead(ctx, 'relay');
-  try {
-    const loader = fetchShardLoader({ origin: new URL(head.url).origin, joinToken: JOIN_TOKEN, device: 'wasm' });
-    const assign = storiesAssign(ctx.model, { start: 0, end: 2 });
-    // The fp32 artifact's URL, but an fp16 assignment: the manifest says fp32.
-    await expect(loader.load({ ...assign, dtype: 'fp16' })).rejects.toThrow(/artifact of another part .*fp32.* in fp16/);
-    const executor = await loader.load(assign);
-    expect([executor.device, executor.range]).toEqual(['wasm', { start: 0, end: 2 }]);
-    await executor.dispose();
-  } finally {
-    await head.close();
-    await ctx.head.dispose();
-  }
-});
