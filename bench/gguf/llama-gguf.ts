@@ -148,15 +148,13 @@ export async function writeLlamaGguf(checkpointDir: string, outPath: string, wei
   plans.sort((a, b) => order(a.name) - order(b.name));
   const written = await writeGguf(outPath, metadata, plans);
   const tensors = written.tensors.map((t, i) => ({ name: t.name, source: plans[i].source, type: GgmlType[t.type] as GgmlTypeName, ne: t.ne, bytes: t.bytes }));
+  return { path: outPath, weights, fileBytes: written.bytes, tensors, fallbacks, weightBytesPerToken: ggufWeightBytesPerToken(tensors) };
+}
+
+/** Weight bytes a decode step reads from a llama GGUF's tensors: all of them, but only one row of token_embd when output.weight is separate. */
+export function ggufWeightBytesPerToken(tensors: readonly { readonly name: string; readonly ne: readonly number[]; readonly bytes: number }[]): number {
   const total = tensors.reduce((s, t) => s + t.bytes, 0);
-  const embedding = tensors.find((t) => t.name === 'token_embd.weight')!;
+  const embedding = tensors.find((t) => t.name === 'token_embd.weight');
   const untied = tensors.some((t) => t.name === 'output.weight');
-  return {
-    path: outPath,
-    weights,
-    fileBytes: written.bytes,
-    tensors,
-    fallbacks,
-    weightBytesPerToken: untied ? total - embedding.bytes + embedding.bytes / embedding.ne[1] : total,
-  };
+  return untied && embedding ? total - embedding.bytes + embedding.bytes / embedding.ne[1] : total;
 }
