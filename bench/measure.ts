@@ -32,6 +32,8 @@ export type MeasureSpec =
       readonly moduleDir: string;
       readonly vocabSize: number;
       readonly contextSize: number;
+      /** Weight bytes a decode step reads from this GGUF. */
+      readonly weightBytesPerToken: number;
     });
 
 interface CommonSpec {

@@ -71,6 +71,7 @@ async function measure(spec: MeasureSpec & { kind: 'llama-cpp' }): Promise<Measu
       peers: [],
       hops: [],
       devices: [`llama.cpp ${llama.buildType} CPU, ${context.currentThreads} threads, context ${context.contextSize}`],
+      weightBytesPerToken: spec.weightBytesPerToken,
     };
   } finally {
     await context.dispose();
