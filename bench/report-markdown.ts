@@ -23,6 +23,15 @@ export function renderMarkdown(report: BenchReport): string {
       : `llama.cpp rows skipped: ${report.llamaCpp.reason}.`,
     '',
   );
+  const peakLoad = Math.max(0, ...report.models.flatMap((m) => m.rows.flatMap((r) => r.loadAverage)));
+  if (peakLoad > Number(report.machine.cpus)) {
+    lines.push(
+      `**The load average reached ${peakLoad.toFixed(1)} on ${report.machine.cpus} cores during this run**: other work held the cores. ` +
+        `llama.cpp's threads wait for each other by spinning (ggml's barrier; node-llama-cpp ${report.llamaCpp.version} has no setting for it), so with fewer free cores than threads its rate falls far more than meshnet's (onnxruntime spinning off) — ` +
+        'measured here at load 14: llama.cpp Q4_0 on the SmolLM2-shaped model 72 tok/s with 1 thread, 1.6 with 2. Ratios against llama.cpp from such a run do not show what it does on a quiet machine.',
+      '',
+    );
+  }
   lines.push(
     `Memory bandwidth (TypedArray copy, bytes read + written per second): ${(bw.oneStream / 1e9).toFixed(1)} GB/s one stream, ` +
       `${(bw.allStreams / 1e9).toFixed(1)} GB/s with ${bw.streams} streams (used as the limit).`,
@@ -47,7 +56,7 @@ export function renderMarkdown(report: BenchReport): string {
     for (const r of model.rows) {
       const rss = r.peakRss.map((p) => `${p.process}${p.range ? ` [${p.range.join(',')})` : ''} ${(p.bytes / MiB).toFixed(0)}`).join('; ');
       lines.push(
-        `| ${r.label} | ${fixed(r.decodeTokensPerSecond)} | ${fixed(r.meanDecodeTokensPerSecond)} | ${fixed(r.fastestTokenMs, 2)} | ${fixed(r.msPerToken, 2)} | ${fixed(r.ttftShortMs, 0)} | ${fixed(r.ttftLongMs, 0)} | ${pct(r.vsOneProcess)} | ${fixed(r.vsTransformers, 2)}× | ${pct(r.fractionOfLimit)} | ` +
+        `| ${r.label} | ${fixed(r.decodeTokensPerSecond)} | ${fixed(r.meanDecodeTokensPerSecond)} | ${fixed(r.fastestTokenMs, 2)} | ${fixed(r.msPerToken, 2)} | ${fixed(r.ttftShortMs, 0)} | ${fixed(r.ttftLongMs, 0)} | ${pct(r.vsOneProcess)} | ${Number.isFinite(r.vsTransformers) ? `${fixed(r.vsTransformers, 2)}×` : '—'} | ${pct(r.fractionOfLimit)} | ` +
           `${fixed(r.addedMsPerHopPerToken, 2)} | ${r.hopDecodeMs ? r.hopDecodeMs.map((m) => m.toFixed(2)).join(' / ') : '—'} | ` +
           `${r.activationBytesPerTokenPerHop ? `${r.activationBytesPerTokenPerHop.sent.toFixed(0)} / ${r.activationBytesPerTokenPerHop.received.toFixed(0)}` : '—'} | ${rss} | ${r.sameTokens ? 'yes' : 'no'} | ${r.loadAverage.map((l) => l.toFixed(1)).join('→')} | ${fixed(r.cpuPerWall, 2)} | ${r.roundsTokensPerSecond.map((x) => fixed(x)).join(' / ')} |`,
       );
