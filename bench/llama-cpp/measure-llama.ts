@@ -43,8 +43,8 @@ export interface LlamaCheckResult {
   readonly threads: number;
 }
 
+/** Greedy tokens after `promptIds` on a sequence whose history the caller cleared. */
 async function greedy(sequence: LlamaContextSequence, promptIds: number[], tokens: number, onToken: (id: number) => void) {
-  await sequence.clearHistory();
   let count = 0;
   // yieldEogToken: an end-of-sequence token is yielded and generation goes on, as the bench's meshnet runs ignore EOS.
   for await (const token of sequence.evaluate(promptIds, { temperature: 0, yieldEogToken: true })) {
@@ -61,7 +61,10 @@ async function measure(spec: MeasureSpec & { kind: 'llama-cpp' }): Promise<Measu
   const sequence = context.getSequence();
   const loadMs = performance.now() - loadStart;
   try {
-    const generate: Generate = (promptIds, tokens) => timed(promptIds, (onToken) => greedy(sequence, promptIds, tokens, onToken));
+    const generate: Generate = async (promptIds, tokens) => {
+      await sequence.clearHistory(); // an empty KV cache, outside the timed request (meshnet's runs open a new session)
+      return timed(promptIds, (onToken) => greedy(sequence, promptIds, tokens, onToken));
+    };
     const runs = await measureRequests(generate, spec.vocabSize, spec);
     return {
       spec,
@@ -88,6 +91,7 @@ async function check(spec: LlamaCheckSpec): Promise<LlamaCheckResult> {
   const sequence = context.getSequence();
   try {
     const tokenIds: number[] = [];
+    await sequence.clearHistory();
     await greedy(sequence, [...spec.promptIds], spec.tokens, (id) => tokenIds.push(id));
     await sequence.clearHistory();
     const input = spec.promptIds.map((id, i) => (i < spec.logitPositions ? ([id, { generateNext: { logits: true } }] as [number, { generateNext: { logits: boolean } }]) : id));
