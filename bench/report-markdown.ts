@@ -26,9 +26,11 @@ export function renderMarkdown(report: BenchReport): string {
   const peakLoad = Math.max(0, ...report.models.flatMap((m) => m.rows.flatMap((r) => r.loadAverage)));
   if (peakLoad > Number(report.machine.cpus)) {
     lines.push(
-      `**The load average reached ${peakLoad.toFixed(1)} on ${report.machine.cpus} cores during this run**: other work held the cores. ` +
-        `llama.cpp's threads wait for each other by spinning (ggml's barrier; node-llama-cpp ${report.llamaCpp.version} has no setting for it), so with fewer free cores than threads its rate falls far more than meshnet's (onnxruntime spinning off) — ` +
-        'measured here at load 14: llama.cpp Q4_0 on the SmolLM2-shaped model 72 tok/s with 1 thread, 1.6 with 2. Ratios against llama.cpp from such a run do not show what it does on a quiet machine.',
+      `**The load average reached ${peakLoad.toFixed(1)} on ${report.machine.cpus} cores during this run**: other work held the cores, and every figure is slower than on a quiet machine. ` +
+        (report.threads > 1
+          ? `llama.cpp's threads wait for each other by spinning (ggml's barrier; node-llama-cpp ${report.llamaCpp.version} has no setting for it), so with fewer free cores than threads its rate falls far more than meshnet's (onnxruntime spinning off) — ` +
+            'measured at load 14: llama.cpp Q4_0 on the SmolLM2-shaped model 72 tok/s with 1 thread, 1.6 with 2. Ratios against llama.cpp from such a run do not show what it does on a quiet machine; `--threads 1` compares all engines without that effect.'
+          : 'With one thread per process no engine waits for its own threads, so the ratios hold up better than the rates.'),
       '',
     );
   }
