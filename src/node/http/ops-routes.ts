@@ -9,6 +9,7 @@ import type { H3 } from 'h3';
 import { routeReadiness } from '../../core/route/readiness.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { MeshStateStore } from '../head/state-store.ts';
+import { SERVICE_UNAVAILABLE_RETRY_SECONDS } from '../openai/errors.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../metrics/registry.ts';
 import { jsonResponse, SSE_HEADERS } from './respond.ts';
@@ -24,7 +25,10 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
     const readiness = routeReadiness(head.mesh, minPeers);
     const peers = head.mesh.peers.map((p) => ({ id: p.id, runtime: p.runtime, device: p.device ?? p.executionProvider, layers: p.ranges.map((r) => [r.start, r.end]) }));
     const body = { model: head.name, route: routeView(head), peers, minPeers };
-    if (!readiness.ready) return jsonResponse({ status: 'unavailable', ready: false, reason: readiness.reason, ...body }, 503);
+    if (!readiness.ready) {
+      const retry = { 'retry-after': String(SERVICE_UNAVAILABLE_RETRY_SECONDS) };
+      return jsonResponse({ status: 'unavailable', ready: false, reason: readiness.reason, ...body }, 503, retry);
+    }
     return jsonResponse({ status: 'ok', ready: true, ...body });
   });
 
