@@ -63,8 +63,10 @@ export async function ensureNodeLlamaCpp(dir = defaultLlamaCppDir(), log: (line:
   const result = await run(npm, args, dir);
   const version = await installedVersion(dir);
   if (result.code !== 0 || version !== NODE_LLAMA_CPP_VERSION) {
-    const tail = result.output.trim().split('\n').slice(-3).join(' | ');
-    return { ok: false, dir, reason: `npm install node-llama-cpp@${NODE_LLAMA_CPP_VERSION} failed (exit ${result.code}): ${tail}` };
+    // npm's first error lines say what failed (code, request); the last ones are boilerplate.
+    const lines = result.output.split('\n').map((l) => l.trim()).filter((l) => /^npm (error|ERR!)\s+\S/.test(l));
+    const detail = (lines.length ? lines.slice(0, 2) : result.output.trim().split('\n').slice(-2)).join(' | ');
+    return { ok: false, dir, reason: `npm install node-llama-cpp@${NODE_LLAMA_CPP_VERSION} failed (exit ${result.code}): ${detail}` };
   }
   return { ok: true, dir, installed: true };
 }
