@@ -70,6 +70,31 @@ describe('decode equals prefill', () => {
   });
 });
 
+describe('logits of several positions', () => {
+  it('the head graph scores every position asked for, each as a step of its own would', async () => {
+    for (const name of ['llama', 'qwen3']) {
+      const model = models[name];
+      const stepwise = await trace(model, [2], 'cpu', TOKENS.slice(0, 1), TOKENS.slice(1));
+      const p = await pipeline(model, rangesFromSplit(model.checkpoint.config.numLayers, [2]));
+      try {
+        let hidden = await p.head.embed(TOKENS);
+        for (const stage of p.stages) hidden = await stage.executor.run({ sessionId: 'rows', startPosition: 0, hidden }, stage.kv.acquire('rows', stage.executor.range));
+        const vocab = model.checkpoint.config.vocabSize;
+        const rows = [0, 3, 4, 7];
+        const logits = await p.head.logits(hidden, rows);
+        expect(logits.length).toBe(rows.length * vocab);
+        rows.forEach((row, i) => expect(maxAbsDiff(logits.subarray(i * vocab, (i + 1) * vocab), stepwise[row]), `${name} row ${row}`).toBeLessThan(1e-4));
+        // The default is the last position.
+        expect(maxAbsDiff(await p.head.logits(hidden), stepwise[7])).toBeLessThan(1e-4);
+        await expect(p.head.logits(hidden, [8])).rejects.toThrow(RangeError);
+        await expect(p.head.logits(hidden, [])).rejects.toThrow(RangeError);
+      } finally {
+        await p.dispose();
+      }
+    }
+  });
+});
+
 describe('onnxruntime-web (wasm) in Node', () => {
   it('gives the same logits as onnxruntime-node on the same shard graphs', async () => {
     for (const name of ['llama', 'qwen3']) {

@@ -2,8 +2,11 @@
  * The head's two small graphs.
  *
  * Embedding graph:  input_ids [1, seq] int64          → hidden_states [1, seq, H]
- * Head graph:       hidden_states [1, seq, H]         → logits [1, vocab] float32
- *                   (final RMSNorm and LM head, last position only)
+ * Head graph:       hidden_states [1, seq, H],        → logits [n, vocab] float32
+ *                   logit_positions [n] int64            (final RMSNorm and LM head of the
+ *                                                        positions asked for: the last one
+ *                                                        for a plain step, every verified one
+ *                                                        for a speculative step)
  */
 import { GraphBuilder } from './onnx/graph-builder.ts';
 import { OnnxType, type OnnxGraph } from './onnx/onnx-model.ts';
@@ -14,6 +17,7 @@ import type { ModelConfig } from './types.ts';
 export const EMBED_INPUT_IDS = 'input_ids';
 export const EMBED_OUTPUT = 'hidden_states';
 export const HEAD_INPUT = 'hidden_states';
+export const HEAD_INPUT_POSITIONS = 'logit_positions';
 export const HEAD_OUTPUT_LOGITS = 'logits';
 
 export function buildEmbeddingGraph(config: ModelConfig, dtype: ActivationDtype, weight: WeightResolver): OnnxGraph {
@@ -30,15 +34,17 @@ export function buildHeadGraph(config: ModelConfig, dtype: ActivationDtype, weig
   const g = new GraphBuilder('head');
   const names = headTensorNames(config);
   const hidden = g.input(HEAD_INPUT, onnxType(dtype), [1, 'sequence', config.hiddenSize]);
-  const last = g.op1('Gather', [hidden, g.int64([-1], [])], { axis: 1 }); // [1, H]
-  const normed = g.op1('SimplifiedLayerNormalization', [last, g.initializer(weight(names.finalNorm))], {
+  const positions = g.input(HEAD_INPUT_POSITIONS, OnnxType.INT64, ['positions']);
+  const flat = g.op1('Reshape', [hidden, g.int64([-1, config.hiddenSize])]); // [seq, H]
+  const rows = g.op1('Gather', [flat, positions], { axis: 0 }); // [positions, H]
+  const normed = g.op1('SimplifiedLayerNormalization', [rows, g.initializer(weight(names.finalNorm))], {
     axis: -1,
     epsilon: config.rmsNormEps,
     stash_type: 1,
   });
-  const logits = g.op1('Gemm', [normed, g.initializer(weight(names.lmHead))], { transB: 1 }); // [1, vocab]
+  const logits = g.op1('Gemm', [normed, g.initializer(weight(names.lmHead))], { transB: 1 }); // [positions, vocab]
   if (dtype === 'fp16') g.op1('Cast', [logits], { to: OnnxType.FLOAT }, { output: HEAD_OUTPUT_LOGITS });
   else g.op1('Identity', [logits], {}, { output: HEAD_OUTPUT_LOGITS });
-  g.output(HEAD_OUTPUT_LOGITS, OnnxType.FLOAT, [1, config.vocabSize]);
+  g.output(HEAD_OUTPUT_LOGITS, OnnxType.FLOAT, ['positions', config.vocabSize]);
   return g.build();
 }

@@ -2,7 +2,7 @@
  * The head's own graphs on onnxruntime: token embedding and final norm + LM head.
  */
 import type * as Ort from 'onnxruntime-common';
-import { EMBED_INPUT_IDS, EMBED_OUTPUT, HEAD_INPUT, HEAD_OUTPUT_LOGITS } from '../model/head-graphs.ts';
+import { EMBED_INPUT_IDS, EMBED_OUTPUT, HEAD_INPUT, HEAD_INPUT_POSITIONS, HEAD_OUTPUT_LOGITS } from '../model/head-graphs.ts';
 import type { ActivationDtype } from '../model/shard-graph.ts';
 import type { OrtModule } from './ort-session.ts';
 import { checkActivations, type Activations } from './shard-executor.ts';
@@ -12,8 +12,13 @@ export interface HeadRunner {
   readonly device: string;
   /** Hidden states [1, ids.length, H] for the given token ids. */
   embed(ids: readonly number[]): Promise<Activations>;
-  /** Logits [vocab] of the last position of `hidden`. */
-  logits(hidden: Activations): Promise<Float32Array>;
+  /**
+   * Logits of the positions `rows` of `hidden` (indices into its `tokens`, default the last
+   * one): [rows.length, vocab] row-major, so row i is `subarray(i × vocab, (i + 1) × vocab)`.
+   * A speculative step asks for every position it verifies. Throws RangeError for a row
+   * outside `[0, hidden.tokens)`.
+   */
+  logits(hidden: Activations, rows?: readonly number[]): Promise<Float32Array>;
   dispose(): Promise<void>;
 }
 
@@ -37,11 +42,16 @@ export class OrtHeadRunner implements HeadRunner {
     return { dtype: this.dtype, data: out.data as Float32Array | Uint16Array, tokens: ids.length, hiddenSize: this.hiddenSize };
   }
 
-  async logits(hidden: Activations): Promise<Float32Array> {
+  async logits(hidden: Activations, rows: readonly number[] = [hidden.tokens - 1]): Promise<Float32Array> {
     checkActivations(hidden, this.hiddenSize);
+    if (rows.length === 0) throw new RangeError('logits of no position were asked for');
+    for (const row of rows) {
+      if (!Number.isInteger(row) || row < 0 || row >= hidden.tokens) throw new RangeError(`position ${row} is outside the ${hidden.tokens} positions given`);
+    }
     const type = this.dtype === 'fp16' ? 'float16' : 'float32';
     const input = new this.ort.Tensor(type, hidden.data as Float32Array, [1, hidden.tokens, this.hiddenSize]);
-    const out = (await this.head.run({ [HEAD_INPUT]: input }))[HEAD_OUTPUT_LOGITS];
+    const positions = new this.ort.Tensor('int64', BigInt64Array.from(rows, (r) => BigInt(r)), [rows.length]);
+    const out = (await this.head.run({ [HEAD_INPUT]: input, [HEAD_INPUT_POSITIONS]: positions }))[HEAD_OUTPUT_LOGITS];
     return out.data as Float32Array;
   }
 
