@@ -10,7 +10,15 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 2, minor: 1 } as const;
+
+/**
+ * The first minor version (of major 2) whose peers keep the position rule (2.1): a frame
+ * whose start position is below the hop's KV length truncates the KV to that position, then
+ * runs; one above it is a cache miss. A head sends a frame that starts below a hop's KV length
+ * (a speculative step after rejected drafts) only to peers that announced at least this.
+ */
+export const POSITION_RULE_MINOR = 1;
 
 /*
  * Protocol history (version → what changed):
@@ -22,6 +30,15 @@ export const PROTOCOL_VERSION = { major: 2, minor: 0 } as const;
  *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
  *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
  *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
+ * - 2.1: the position rule (speculative decoding). A frame whose start position is below the
+ *   hop's KV length means "drop the positions from there, then run": the rejected drafts of a
+ *   speculative step leave the KV exactly so. KV that cannot be trimmed where it lives (GPU
+ *   buffers) is emptied, and the frame answers `cache_miss` (the head rebuilds that hop). A
+ *   frame above the KV length is a `cache_miss`, as before. Frames may carry several
+ *   positions after position 0 (a speculative step: the last token plus k drafts; a chunk of
+ *   a pipelined prefill). No header change. A 2.0 peer trimmed only KV held on the CPU
+ *   (GPU-held KV failed the frame), so a head speculates only through peers that announced
+ *   2.1 (`POSITION_RULE_MINOR`); pipelined prefill needs no rollback and runs through any 2.x.
  */
 
 export interface ProtocolVersion {

@@ -9,7 +9,7 @@ import {
   type FrameKind,
 } from '../../src/shared/frame-layout.ts';
 import { ProtocolError } from '../../src/shared/protocol-error.ts';
-import type { ErrorCode, WireDtype } from '../../src/shared/protocol.ts';
+import { PROTOCOL_VERSION, type ErrorCode, type WireDtype } from '../../src/shared/protocol.ts';
 
 const SESSION = '1b4e28ba-2fa1-41d2-883f-0016d3cca427';
 
@@ -109,7 +109,7 @@ describe('frame header layout (pinned: a change here is a protocol change)', () 
     expect(hex).toBe(
       [
         '4d 53 48 4e', // 'MSHN'
-        '02 00', // version 2.0
+        '02 01', // version 2.1
         '02', // kind decode
         '02', // dtype fp16
         '01 02 03 04', // request id LE
@@ -261,7 +261,7 @@ describe('decodeFrame fuzz: only ProtocolError, never anything else', () => {
       if (random() < 0.2) bytes = bytes.slice(0, int(bytes.length + 1));
       if (random() < 0.1) bytes = Uint8Array.from([...bytes, ...Array.from({ length: 1 + int(8) }, () => int(256))]);
       const result = decodeOrRefuse(bytes);
-      if (result && bytes[FRAME_OFFSETS.versionMinor] === 0) {
+      if (result && bytes[FRAME_OFFSETS.versionMinor] === PROTOCOL_VERSION.minor) {
         decoded++;
         expect(encodeFrame(result)).toEqual(bytes);
       }

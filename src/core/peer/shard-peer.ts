@@ -170,6 +170,14 @@ export class ShardPeer implements ShardService {
     // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
     const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
+    // The position rule (protocol 2.1): a frame that starts below the KV's length drops the
+    // positions from its start on, then runs (a speculative step's rejected drafts, a rebuild
+    // from 0); one that starts above it is a cache miss. KV that cannot be trimmed where it
+    // lives (GPU buffers) is emptied by `truncate`, so that frame is a cache miss too.
+    if (kv.length > frame.startPosition) kv.truncate(frame.startPosition);
+    if (kv.length < frame.startPosition) {
+      throw new ProtocolError('cache_miss', `KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end}) holds ${kv.length} positions, the frame starts at ${frame.startPosition}`, context);
+    }
     this.store.pin(kv);
     try {
       return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);

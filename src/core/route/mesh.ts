@@ -9,7 +9,7 @@
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import type { WireDtype } from '../../shared/protocol.ts';
+import { POSITION_RULE_MINOR, type ProtocolVersion, type WireDtype } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -49,6 +49,8 @@ export interface MeshPeerInit {
   /** The link frames travel on (direct when the peer listens, else relay). */
   readonly link: PeerLink;
   readonly listenUrl?: string;
+  /** The protocol the peer announced in its hello; absent for the head and in-process peers (this build's). */
+  readonly protocol?: ProtocolVersion;
 }
 
 export interface MeshPeer extends MeshPeerInit {
@@ -285,7 +287,9 @@ export class Mesh implements RouteProvider {
     const latencies = this.latencyMap(peer);
     let latency = latencies.get(key(range));
     if (!latency) latencies.set(key(range), (latency = new HopLatency()));
-    return { peerId, range, link: new LeasedLink(peer.link), latency };
+    // Same major as ours (checked at hello): before 2.1 a peer may not keep the position rule.
+    const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
+    return { peerId, range, link: new LeasedLink(peer.link), latency, rollback };
   }
 
   private member(id: string): MeshPeer {

@@ -16,6 +16,12 @@ export interface HopLease {
   readonly link: PeerLink;
   /** This peer's recent latency on this range (shared across sessions); its deadlines come from it. */
   readonly latency?: HopLatency;
+  /**
+   * Whether the peer keeps the position rule (protocol 2.1): a frame starting below its KV
+   * length drops the positions from there. False: the session sends it no such frame, so no
+   * speculative step runs on a route through it. Absent: true.
+   */
+  readonly rollback?: boolean;
 }
 
 /**

@@ -65,8 +65,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   async run(step: ShardStep, kv: KvState<Tensor>): Promise<Activations> {
     checkActivations(step.hidden, this.config.hiddenSize);
     if (step.hidden.dtype !== this.dtype) throw new RangeError(`activations are ${step.hidden.dtype}, the shard runs ${this.dtype}`);
-    if (kv.length < step.startPosition) throw new CacheMissError(step.sessionId, kv.length, step.startPosition);
-    if (kv.length > step.startPosition) kv.truncate(step.startPosition);
+    // The peer trims a longer KV before the step (its position rule); here the lengths must agree.
+    if (kv.length !== step.startPosition) throw new CacheMissError(step.sessionId, kv.length, step.startPosition);
 
     const { hiddenSize } = this.config;
     const feeds: Record<string, Tensor> = {

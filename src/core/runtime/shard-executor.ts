@@ -42,10 +42,10 @@ export interface ShardExecutor<T = unknown> {
   /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */
   readonly kvOps: KvTensorOps<T>;
   /**
-   * Run the shard over `step.hidden`, appending to `kv`. If `kv` holds more positions than
-   * `step.startPosition` it is truncated first (a rollback); if it holds fewer, the step
-   * throws CacheMissError and `kv` is unchanged. Activations of another dtype or hidden size
-   * throw RangeError.
+   * Run the shard over `step.hidden`, appending to `kv`, which must hold exactly
+   * `step.startPosition` positions (the peer trims a longer one first, see ShardPeer's
+   * position rule); otherwise the step throws CacheMissError and `kv` is unchanged.
+   * Activations of another dtype or hidden size throw RangeError.
    */
   run(step: ShardStep, kv: KvState<T>): Promise<Activations>;
   dispose(): Promise<void>;

@@ -94,6 +94,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         memoryBudgetBytes: hello.memoryBudgetBytes,
         link,
         listenUrl: hello.listenUrl,
+        protocol: hello.protocol,
       });
       state.peerId = hello.peerId;
       ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));

@@ -1,0 +1,100 @@
+/**
+ * The peer's position rule (protocol 2.1), on a real ShardPeer running a stories260k shard:
+ * a frame that starts below the session's KV length drops the positions from its start on
+ * and runs (the rejected drafts of a speculative step), exactly as if they had never been
+ * sent; one that starts above it is a cache miss; KV that cannot be trimmed where it lives
+ * (GPU buffers) is emptied and the frame answers cache_miss, so the head rebuilds the hop.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeFrame, encodeFrame } from '../../src/core/frames/frame-codec.ts';
+import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
+import type { Activations, ShardExecutor } from '../../src/core/runtime/shard-executor.ts';
+import type { AssignMessage } from '../../src/shared/control.ts';
+import { localShardLoader } from '../../src/node/local-shard-loader.ts';
+import { configSummary } from '../../src/node/mesh-model.ts';
+import { maxAbsDiff, tempDir } from '../engine/harness.ts';
+import { openStories, type StoriesContext } from '../route/route-harness.ts';
+
+let root: { dir: string; remove: () => Promise<void> };
+let ctx: StoriesContext;
+beforeAll(async () => {
+  root = await tempDir('position-rule');
+  process.env.MESHNET_HOME = root.dir;
+  ctx = await openStories();
+});
+afterAll(async () => {
+  await ctx.head.dispose();
+  await root.remove();
+});
+
+const RANGE = { start: 0, end: 5 };
+
+function assign(): AssignMessage {
+  return { kind: 'assign', modelKey: ctx.model.key, model: 'stories260k', range: RANGE, dtype: 'fp32', artifactUrl: '/unused', config: configSummary(ctx.model) };
+}
+
+/** A ShardPeer holding all of stories260k; `untrimmable` makes its KV behave like GPU-held KV. */
+async function peer(untrimmable = false): Promise<ShardPeer> {
+  const local = localShardLoader(ctx.model, { device: 'cpu', threads: 1 });
+  const loader = untrimmable
+    ? {
+        async load(message: AssignMessage): Promise<ShardExecutor> {
+          const inner = await local.load(message);
+          const kvOps = { ...inner.kvOps, truncate: () => undefined };
+          return Object.assign(Object.create(inner) as ShardExecutor, { kvOps });
+        },
+      }
+    : local;
+  const p = new ShardPeer({ loader, memoryBudgetBytes: 1 << 30 });
+  expect((await p.handleControl(assign())).kind).toBe('ready');
+  return p;
+}
+
+async function send(p: ShardPeer, sessionId: string, ids: number[], startPosition: number): Promise<Activations> {
+  const reply = await p.handleFrame(encodeFrame({ kind: startPosition === 0 ? 'prefill' : 'decode', requestId: 1, sessionId, startPosition, range: RANGE, activations: await ctx.head.embed(ids) }));
+  if ('error' in reply) throw Object.assign(new Error(reply.error.message), { code: reply.error.code });
+  return decodeFrame(reply.frame).activations;
+}
+
+const PROMPT = [1, 45, 67, 89, 123];
+
+describe('the position rule', () => {
+  it('a frame below the KV length drops the rejected positions, then equals a run that never had them', async () => {
+    const p = await peer();
+    const spec = randomUUID();
+    await send(p, spec, PROMPT, 0);
+    await send(p, spec, [200, 301, 17], 5); // a speculative step: positions 5, 6, 7
+    const after = await send(p, spec, [64, 99], 6); // only position 5 was kept: 6 and 7 are dropped
+    const plain = randomUUID();
+    await send(p, plain, [...PROMPT, 200], 0);
+    const expected = await send(p, plain, [64, 99], 6);
+    expect(maxAbsDiff(after.data, expected.data)).toBeLessThan(1e-5);
+    // And the next step continues from the kept positions.
+    expect(maxAbsDiff((await send(p, spec, [7], 8)).data, (await send(p, plain, [7], 8)).data)).toBeLessThan(1e-5);
+    await p.dispose();
+  });
+
+  it('a frame above the KV length is a cache miss and leaves the KV as it was', async () => {
+    const p = await peer();
+    const id = randomUUID();
+    await send(p, id, PROMPT, 0);
+    await expect(send(p, id, [7], 6)).rejects.toMatchObject({ code: 'cache_miss' });
+    await expect(send(p, id, [7], 5)).resolves.toMatchObject({ tokens: 1 });
+    await p.dispose();
+  });
+
+  it('KV that cannot be trimmed where it lives is emptied: the frame answers cache_miss, a rebuild from 0 works', async () => {
+    const p = await peer(true);
+    const id = randomUUID();
+    await send(p, id, PROMPT, 0);
+    await send(p, id, [200, 301], 5);
+    await expect(send(p, id, [17], 6)).rejects.toMatchObject({ code: 'cache_miss' });
+    const rebuilt = await send(p, id, [...PROMPT, 200, 17], 0);
+    const reference = await peer();
+    const fresh = await send(reference, randomUUID(), [...PROMPT, 200, 17], 0);
+    expect(maxAbsDiff(rebuilt.data, fresh.data)).toBeLessThan(1e-6);
+    await p.dispose();
+    await reference.dispose();
+  });
+});
