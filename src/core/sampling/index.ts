@@ -17,7 +17,8 @@ export {
   type CandidateSet,
   type FilterParams,
 } from './candidates.ts';
-export { Sampler, type SampledToken, type TokenLogprob } from './sampler.ts';
+export { Sampler, type SampledToken, type TokenLogprob, type VerifiedSample } from './sampler.ts';
+export { verifyDraft, type DraftDistribution, type DraftToken, type VerifiedToken } from './speculative.ts';
 export {
   StopChecker,
   StopStringMatcher,

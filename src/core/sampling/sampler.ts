@@ -9,6 +9,7 @@ import { applyPenalties, type TokenHistory } from './penalties.ts';
 import { validateSamplingParams, type SamplingParams } from './params.ts';
 import { createRng, type Rng, type RngState } from './rng.ts';
 import { selectTopN } from './select.ts';
+import { verifyDraft, type DraftToken } from './speculative.ts';
 
 /** One token with its log-probability. */
 export interface TokenLogprob {
@@ -31,6 +32,12 @@ export interface SampledToken extends TokenLogprob {
   readonly topLogprobs: readonly TokenLogprob[];
 }
 
+/** The token `verify` chose for a drafted position, and whether it is the draft. */
+export interface VerifiedSample extends SampledToken {
+  /** True when the draft was kept; false when this token replaces it (and later drafts are void). */
+  readonly accepted: boolean;
+}
+
 const NO_LOGPROBS: readonly TokenLogprob[] = Object.freeze([]);
 
 /**
@@ -48,6 +55,7 @@ export class Sampler {
   private readonly counts: Uint32Array; // [vocab], all zero between calls
   private readonly candidates: CandidateScratch;
   private readonly top: Int32Array; // [topLogprobs]
+  private draftScratch: Float64Array | undefined; // [vocab] zeros, for verify's q
   /** Temperature 0 with no penalty and no logprobs: the logits need no copy, only an argmax. */
   private readonly plainGreedy: boolean;
 
@@ -83,11 +91,33 @@ export class Sampler {
    * `topLogprobs` empty unless `params.logprobs` (their normalizer costs a pass over the vocabulary).
    */
   sample(logits: Float32Array, history: TokenHistory): SampledToken {
+    return this.choose(logits, history, undefined);
+  }
+
+  /**
+   * Chooses the token of a position a drafter guessed (`draft`), so that it is distributed
+   * exactly as `sample` would draw it (speculative sampling, see `verifyDraft`). Greedy: the
+   * argmax, accepted when it is the draft (no RNG draw). Otherwise: the draft is kept with
+   * probability min(1, p/q) under the same distribution `sample` draws from (penalties, then
+   * temperature, top-k, top-p, min-p), else replaced by a draw from the residual; one RNG draw
+   * when kept, two when replaced. Logprobs as `sample`'s. Same errors as `sample`.
+   */
+  verify(logits: Float32Array, history: TokenHistory, draft: DraftToken): VerifiedSample {
+    return this.choose(logits, history, draft);
+  }
+
+  private choose(logits: Float32Array, history: TokenHistory, draft: DraftToken | undefined): VerifiedSample {
     const { params, vocabSize, penalized } = this;
     if (logits.length !== vocabSize) {
       throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
     }
-    if (this.plainGreedy) return this.argmax(logits);
+    if (draft && (!Number.isInteger(draft.tokenId) || draft.tokenId < 0 || draft.tokenId >= vocabSize)) {
+      throw new RangeError(`draft token ${draft.tokenId} is outside the vocabulary [0, ${vocabSize})`);
+    }
+    if (this.plainGreedy) {
+      const best = this.argmax(logits);
+      return { ...best, accepted: best.tokenId === draft?.tokenId };
+    }
     for (let i = 0; i < vocabSize; i++) {
       const l = logits[i];
       if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
@@ -106,8 +136,18 @@ export class Sampler {
       }
     }
     if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
-    const tokenId = params.temperature === 0 ? best : this.draw();
-    if (!params.logprobs) return { tokenId, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
+    let tokenId: number;
+    let accepted = false;
+    if (params.temperature === 0) {
+      tokenId = best;
+      accepted = best === draft?.tokenId;
+    } else if (!draft) {
+      tokenId = this.draw();
+    } else {
+      const target = selectCandidates(this.penalized, this.params, this.candidates);
+      ({ tokenId, accepted } = verifyDraft(target, draft, this.rng, (this.draftScratch ??= new Float64Array(vocabSize))));
+    }
+    if (!params.logprobs) return { tokenId, accepted, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
     let sum = 0;
     for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max);
     const logNormalizer = max + Math.log(sum);
@@ -119,7 +159,7 @@ export class Sampler {
         topLogprobs.push({ tokenId: id, logprob: penalized[id] - logNormalizer });
       }
     }
-    return { tokenId, logprob: penalized[tokenId] - logNormalizer, topLogprobs };
+    return { tokenId, accepted, logprob: penalized[tokenId] - logNormalizer, topLogprobs };
   }
 
   /** Greedy without penalties or logprobs: one pass over the logits, no copy. */
