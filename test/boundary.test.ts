@@ -149,13 +149,14 @@ function folderOf(file: string): string {
   return parts.length > 3 ? parts.slice(0, 3).join('/') : parts.slice(0, 2).join('/');
 }
 
-const CORE = ['src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime', 'src/core/peer', 'src/core/route', 'src/core'];
+const CORE = ['src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime', 'src/core/peer', 'src/core/speculation', 'src/core/route', 'src/core'];
 const BELOW_NODE = ['src/shared', ...CORE];
 
 /**
  * Which folders each folder may import (DESIGN.md: shared ← core ← node | browser; the
  * dashboard reads only shared). Inside core: model and sampling are the bottom, frames and
- * runtime build on model, peer on those, route on everything. A new folder must be placed here.
+ * runtime build on model, peer on those, speculation (drafters) on model, sampling, frames
+ * and runtime, route on everything. A new folder must be placed here.
  */
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/shared': [],
@@ -164,7 +165,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/core/frames': ['src/shared', 'src/core/model'],
   'src/core/runtime': ['src/shared', 'src/core/model'],
   'src/core/peer': ['src/shared', 'src/core/model', 'src/core/frames', 'src/core/runtime'],
-  'src/core/route': ['src/shared', 'src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime', 'src/core/peer'],
+  'src/core/speculation': ['src/shared', 'src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime'],
+  'src/core/route': ['src/shared', 'src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime', 'src/core/peer', 'src/core/speculation'],
   'src/core': ['src/shared', ...CORE.slice(0, -1)],
   'src/browser': BELOW_NODE,
   'src/node': BELOW_NODE, // files shared by the node folders (model loading, artifact cache, ORT)

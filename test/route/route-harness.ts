@@ -13,6 +13,7 @@ import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
 import { validateSamplingParams, type SamplingParams } from '../../src/core/sampling/index.ts';
 import type { TextTokenizer } from '../../src/core/model/tokenizer.ts';
+import type { SpeculateMode } from '../../src/core/speculation/drafter.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { openLocalModel, openLocalTokenizer, type LocalModel } from '../../src/node/local-model.ts';
@@ -28,7 +29,12 @@ export interface StoriesContext {
 }
 
 export async function openStories(): Promise<StoriesContext> {
-  const model = await openLocalModel(STORIES_DIR);
+  return openContext(STORIES_DIR);
+}
+
+/** A model folder opened for Route Session tests: the model, its head runner (cpu, 1 thread) and tokenizer. */
+export async function openContext(dir: string): Promise<StoriesContext> {
+  const model = await openLocalModel(dir);
   const loader = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
   const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, 'fp32');
   const head = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, 'fp32');
@@ -113,10 +119,11 @@ export function greedy(maxTokens = 32, extra: Partial<SamplingParams> = {}): Sam
   return validateSamplingParams({ temperature: 0, maxTokens, ...extra });
 }
 
-export function openSession(ctx: StoriesContext, provider: RouteProvider, params: SamplingParams, signal?: AbortSignal, deps: Partial<RouteSessionDeps> = {}, promptIds = [1]) {
+/** A session over `provider`; it speculates by prompt lookup (the default) unless `speculate` says otherwise. */
+export function openSession(ctx: StoriesContext, provider: RouteProvider, params: SamplingParams, signal?: AbortSignal, deps: Partial<RouteSessionDeps> = {}, promptIds = [1], speculate?: SpeculateMode) {
   return new RouteSession(
     { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, backoff: { baseMs: 1, maxMs: 10 }, ...deps },
-    { sessionId: randomUUID(), promptIds, params },
+    { sessionId: randomUUID(), promptIds, params, speculate },
     signal,
   );
 }
@@ -137,12 +144,12 @@ export async function collect(session: AsyncIterable<SessionEvent>, onToken?: (i
 /** A multi-token prompt (9 tokens): prefill, replays and repairs then carry many positions. */
 export const PROMPT = [1, 45, 67, 89, 123, 200, 301, 17, 64];
 
-/** The greedy tokens of `promptIds` in one process (complete-model mode, one shard): what every route must give. */
+/** The greedy tokens of `promptIds` in one process (complete-model mode, one shard, no speculation): what every route must give. */
 export async function oneProcessTokens(ctx: StoriesContext, promptIds: readonly number[], maxTokens: number): Promise<number[]> {
   const p = await pipeline(ctx.model, [{ start: 0, end: ctx.model.checkpoint.config.numLayers }]);
   try {
     const ids: number[] = [];
-    for await (const token of generateLocal(p, promptIds, greedy(maxTokens), randomUUID())) ids.push(token.tokenId);
+    for await (const token of generateLocal(p, promptIds, greedy(maxTokens), randomUUID(), undefined, 'off')) ids.push(token.tokenId);
     return ids;
   } finally {
     await p.dispose();

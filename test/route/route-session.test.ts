@@ -41,7 +41,8 @@ describe('RouteSession', () => {
 
   it('cache miss: one hop evicted mid-generation is rebuilt alone, tokens unchanged', async () => {
     const t = inProcessMesh(ctx, 3);
-    const session = openSession(ctx, t.provider, greedy());
+    // Without drafts, so every hop serves each position once (speculative-steps.test.ts has the speculative cases).
+    const session = openSession(ctx, t.provider, greedy(), undefined, {}, [1], 'off');
     const { ids } = await collect(session, (n) => {
       if (n === 10) t.peers.get('p2')!.evictAll();
     });

@@ -9,7 +9,9 @@ import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import type { KvStore } from '../runtime/kv-store.ts';
 import type { ShardExecutor } from '../runtime/shard-executor.ts';
 import type { SamplingParams, TokenLogprob } from '../sampling/index.ts';
-import { RouteSession } from './route-session.ts';
+import type { SpeculateMode } from '../speculation/drafter.ts';
+import type { Drafters } from '../speculation/drafters.ts';
+import { RouteSession, type RouteSessionRequest } from './route-session.ts';
 import type { RouteProvider } from './route-types.ts';
 
 export interface PipelineStage<T = unknown> {
@@ -34,11 +36,12 @@ export interface GeneratedToken {
 /** A Route Session over the pipeline's in-process route. */
 export function openLocalSession(
   pipeline: LocalPipeline,
-  request: { sessionId: string; promptIds: readonly number[]; params: SamplingParams; stopStrings?: readonly string[] },
+  request: RouteSessionRequest,
   signal?: AbortSignal,
   tokenizer?: TextTokenizer,
+  drafters?: Drafters,
 ): RouteSession {
-  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer }, request, signal);
+  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters }, request, signal);
 }
 
 /** The generated tokens (a stop token is not included), for callers that need no text. */
@@ -48,8 +51,9 @@ export async function* generateLocal(
   params: SamplingParams,
   sessionId: string,
   signal?: AbortSignal,
+  speculate?: SpeculateMode,
 ): AsyncGenerator<GeneratedToken> {
-  for await (const event of openLocalSession(pipeline, { sessionId, promptIds, params }, signal)) {
+  for await (const event of openLocalSession(pipeline, { sessionId, promptIds, params, speculate }, signal)) {
     if (event.type === 'token') yield { tokenId: event.tokenId, logprob: event.logprob, topLogprobs: event.topLogprobs };
   }
 }

@@ -1,13 +1,22 @@
 /**
  * RouteSession: one request's life on a route — prefill, decode, repair, cancel, close.
  *
- * The head embeds and samples; hops run layer ranges. For each hop the session records the
- * activations it sent (HopHistory), so a hop that answers `cache_miss` is rebuilt by replaying
- * its history as one prefill, and a hop whose peer is lost, hangs past its deadline or answers
- * something unusable is replaced (another peer, loading that range on demand, or the head) and
- * rebuilt the same way; a hung or faulty peer is also reported to the route provider, which
- * quarantines it. Only that hop recomputes; the tokens are unchanged. `classifyHopFailure`
- * decides which failure is which.
+ * The head embeds and samples; hops run layer ranges. The unit of work is a step: a block of
+ * positions (one token, a prompt, or a speculative step's last token plus its drafts) sent
+ * through every hop in order. A long block over several hops is pipelined (chunks flow
+ * through the hops one after another, see pipelined-prefill.ts). After each step the head
+ * scores the positions it asked about (one LM head run) and `TokenOutput`, the one place
+ * that samples, takes them in order: each draft is kept or replaced, the first replacement
+ * ends the step. The next step starts at the first position not kept, and `rollback` — the
+ * one place that commits history — cuts every hop's record there, exactly as each peer cuts
+ * its KV when that step's frame arrives (the position rule, protocol 2.1).
+ *
+ * For each hop the session records the activations it sent (HopHistory), so a hop that
+ * answers `cache_miss` is rebuilt by replaying its history as one prefill, and a hop whose
+ * peer is lost, hangs past its deadline or answers something unusable is replaced (another
+ * peer, loading that range on demand, or the head) and rebuilt the same way; a hung or faulty
+ * peer is also reported to the route provider, which quarantines it. Only that hop
+ * recomputes; the tokens are unchanged. `classifyHopFailure` decides which failure is which.
  *
  * Finish, error and abort share one end: the outcome and finish time are recorded at once
  * (`onSettled`; a client's abort settles synchronously), then — in the background, never
@@ -22,11 +31,16 @@ import { sleep, systemClock, type Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
 import type { SamplingParams } from '../sampling/index.ts';
+import type { DraftLengthPolicy } from '../speculation/draft-length.ts';
+import type { SpeculateMode } from '../speculation/drafter.ts';
+import { Drafters } from '../speculation/drafters.ts';
+import { Speculation } from '../speculation/speculation.ts';
 import { lastPositions } from './activations-slice.ts';
 import { backoffDelays } from './backoff.ts';
 import { classifyHopFailure, quarantines, type HopFailure } from './hop-failure.ts';
 import { HopHistory } from './hop-history.ts';
 import { HopLatency } from './hop-latency.ts';
+import { cutChunks, prefillChunkSize, runPipelined } from './pipelined-prefill.ts';
 import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
 import type { HopLease, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
 import { TokenOutput } from './token-output.ts';
@@ -36,6 +50,8 @@ export interface RouteSessionRequest {
   readonly promptIds: readonly number[];
   readonly params: SamplingParams;
   readonly stopStrings?: readonly string[];
+  /** How this session drafts (default 'ngram'); 'draft' needs `deps.drafters` with a draft model. */
+  readonly speculate?: SpeculateMode;
 }
 
 /** How hard a session tries before it gives up on a hop. */
@@ -54,6 +70,13 @@ export interface SessionPolicy {
    * loaded range has none. Undefined: no deadlines (complete-model mode has nobody to replace).
    */
   readonly hopTimeoutMs?: number;
+  /**
+   * Tokens per chunk of a pipelined prefill (`--prefill-chunk`); 0: never pipelined; default:
+   * about 4 chunks per hop (see `prefillChunkSize`). A route of one hop is never pipelined.
+   */
+  readonly prefillChunk?: number;
+  /** How the draft length adapts (default: up to 8 drafts, see DraftLength). */
+  readonly draftLength?: Partial<DraftLengthPolicy>;
 }
 
 export interface RouteSessionDeps extends SessionPolicy {
@@ -62,6 +85,8 @@ export interface RouteSessionDeps extends SessionPolicy {
   readonly vocabSize: number;
   /** Turns tokens into text deltas; without it events carry empty text. */
   readonly tokenizer?: TextTokenizer;
+  /** Where drafters come from (default: prompt lookup only). */
+  readonly drafters?: Drafters;
   /** Time and timers (deadlines, back-off, telemetry); the system clock by default. */
   readonly clock?: Clock;
   /** Observes telemetry changes (dashboard, metrics): after every frame a hop answers, every token, every repair and the close. */
@@ -91,6 +116,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   private closing: Promise<void> | undefined;
   private readonly clock: Clock;
   private readonly detach: () => void;
+  private readonly speculation: Speculation;
 
   constructor(
     private readonly deps: RouteSessionDeps,
@@ -109,6 +135,10 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       repairs: [],
       releases: [],
     };
+    const mode = request.speculate ?? 'ngram';
+    const drafter = (deps.drafters ?? new Drafters()).create(mode, request.sessionId, request.params);
+    this.speculation = new Speculation(mode, drafter, deps.draftLength);
+    this.telemetry.speculation = this.speculation.telemetry;
     const onAbort = () => this.abort(signal!.reason);
     this.detach = () => signal?.removeEventListener('abort', onAbort);
     if (signal?.aborted) this.abort(signal.reason);
@@ -128,27 +158,42 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   async *[Symbol.asyncIterator](): AsyncIterator<SessionEvent> {
     const signal = this.controller.signal;
     const { promptIds } = this.request;
+    const { head, vocabSize } = this.deps;
     try {
       if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
-      const output = new TokenOutput(this.request.params, this.deps.vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings);
+      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings);
       await this.openRoute(signal);
       let fed: readonly number[] = promptIds; // tokens whose positions the next step fills
       let position = 0;
       for (;;) {
-        const hidden = await this.step(fed, position, signal);
-        position += fed.length;
+        // The prefill drafts nothing (its first token is the one a draft would follow).
+        const drafts = position === 0 || !this.canRollBack() ? [] : output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
         signal.throwIfAborted();
-        const { token, done } = output.next(await this.deps.head.logits(hidden));
-        this.telemetry.completionTokens = output.generated.length;
-        this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;
-        if (token) yield token;
-        this.deps.onUpdate?.(this.telemetry);
-        if (done) {
-          this.settle('finished');
-          yield done;
-          return;
+        const block = drafts.length === 0 ? fed : [...fed, ...drafts.map((d) => d.tokenId)];
+        const { hidden, offset } = await this.step(block, position, signal);
+        signal.throwIfAborted();
+        // Row i scores the position after fed's last token plus i drafts.
+        const first = fed.length - 1 - offset;
+        const logits = await head.logits(hidden, Array.from({ length: drafts.length + 1 }, (_, i) => first + i));
+        let kept = 0;
+        for (let i = 0; i <= drafts.length; i++) {
+          const { token, done, accepted } = output.next(logits.subarray(i * vocabSize, (i + 1) * vocabSize), drafts[i]);
+          if (accepted) kept++;
+          this.telemetry.completionTokens = output.generated.length;
+          this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;
+          if (token) yield token;
+          if (done) {
+            this.speculation.record(drafts.length, kept);
+            this.settle('finished');
+            yield done;
+            return;
+          }
+          if (!accepted) break; // a replaced draft voids the rest of the step
         }
-        fed = [token!.tokenId];
+        this.speculation.record(drafts.length, kept);
+        this.deps.onUpdate?.(this.telemetry);
+        position += fed.length + kept;
+        fed = [output.generated[output.generated.length - 1]];
       }
     } catch (error) {
       if (signal.aborted) throw signal.reason;
@@ -173,15 +218,42 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
 
   /**
    * One step of the route: embed `tokens` (positions `position…`), send them through every hop
-   * in order, and return the last hop's hidden states [1, tokens.length, H]. The unit a
-   * multi-token, batched or verification step replaces.
+   * in order — pipelined in chunks when the block is long and the route has several hops —
+   * and return the last hop's hidden states for the block's last positions: `hidden` holds
+   * positions `position + offset …` (offset 0 unless the block was cut into chunks: then the
+   * last chunk's). The unit a multi-token, speculative or batched step goes through.
    */
-  private async step(tokens: readonly number[], position: number, signal: AbortSignal): Promise<Activations> {
+  private async step(tokens: readonly number[], position: number, signal: AbortSignal): Promise<{ hidden: Activations; offset: number }> {
+    this.rollback(position);
     let hidden = await this.deps.head.embed(tokens);
     // The head's own output is checked too, so a refusal of a frame it sends is the peer's fault.
     assertFiniteActivations(hidden);
+    const chunk = prefillChunkSize(tokens.length, this.hops.length, this.deps.prefillChunk);
+    if (chunk < tokens.length) {
+      const chunks = cutChunks(hidden, position, chunk);
+      const last = await runPipelined(chunks, this.hops.length, (hop, c, s) => this.runHop(hop, c.activations, c.start, s), signal);
+      return { hidden: last, offset: chunks[chunks.length - 1].start - position };
+    }
     for (let i = 0; i < this.hops.length; i++) hidden = await this.runHop(i, hidden, position, signal);
-    return hidden;
+    return { hidden, offset: 0 };
+  }
+
+  /**
+   * The one place history is committed or rolled back: before a step at `position`, every
+   * hop's record keeps exactly positions [0, position) — a speculative step's rejected drafts
+   * are dropped here as each peer drops them from its KV on this step's frame, so a later
+   * replay rebuilds exactly the KV the peers hold.
+   */
+  private rollback(position: number): void {
+    for (const [i, hop] of this.hops.entries()) {
+      if (hop.history.length > position) hop.history.truncate(position);
+      this.telemetry.hops[i].kvPositions = Math.min(this.telemetry.hops[i].kvPositions, position);
+    }
+  }
+
+  /** Whether every hop's peer keeps the position rule (a speculative step may leave positions to drop). */
+  private canRollBack(): boolean {
+    return this.hops.every((hop) => hop.lease.rollback !== false);
   }
 
   private settle(outcome: Outcome, error?: unknown): void {
@@ -197,7 +269,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     if (!this.controller.signal.aborted) this.controller.abort(new DOMException('the session closed', 'AbortError'));
     this.detach();
     const timeoutMs = this.deps.releaseTimeoutMs ?? 5000;
-    await Promise.all(this.leases.map((lease) => this.release(lease, timeoutMs)));
+    await Promise.all([...this.leases.map((lease) => this.release(lease, timeoutMs)), this.speculation.close().catch(() => undefined)]);
     this.deps.onUpdate?.(this.telemetry);
     this.markClosed();
   }

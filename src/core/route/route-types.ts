@@ -5,6 +5,7 @@
 import type { LayerRange } from '../model/types.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { FinishReason, TokenLogprob } from '../sampling/index.ts';
+import type { SpeculationTelemetry } from '../speculation/speculation.ts';
 import type { HopFailure } from './hop-failure.ts';
 import type { HopLatency } from './hop-latency.ts';
 
@@ -72,6 +73,8 @@ export interface SessionTelemetry {
   error?: string;
   readonly hops: HopTelemetry[];
   readonly repairs: RepairRecord[];
+  /** Drafting: the mode, draft length, steps (round trips), drafts verified and kept. */
+  speculation?: SpeculationTelemetry;
   /** Per hop, what its release answered: KV entries freed (or the error). */
   readonly releases: { peerId: string; freedEntries?: number; error?: string }[];
 }

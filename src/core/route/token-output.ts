@@ -1,44 +1,70 @@
 /**
- * What a Route Session makes of each step's logits: the sampled token, its text delta (stop
- * strings held back until they cannot match), and the end of generation (a stop token, a stop
- * string, the token budget). Pure: no hops, no clock.
+ * What a Route Session makes of each position's logits — the one place that samples: the
+ * chosen token (drawn, or a draft verified so that it is distributed as a draw would be), its
+ * text delta (stop strings held back until they cannot match), and the end of generation (a
+ * stop token, a stop string, the token budget). It also trims a speculative step's drafts to
+ * what the answer can take, so no position is verified that the sampler could never keep.
+ * Pure: no hops, no clock.
  */
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
-import { Sampler, StopChecker, StopStringMatcher, type FinishReason, type SamplingParams } from '../sampling/index.ts';
+import { Sampler, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplingParams } from '../sampling/index.ts';
 import type { SessionEvent } from './route-types.ts';
 
 export type TokenEvent = Extract<SessionEvent, { type: 'token' }>;
 export type DoneEvent = Extract<SessionEvent, { type: 'done' }>;
 
+/** What one position gave: its token event (absent for a stop token), the end, and whether its draft was kept. */
+export interface PositionOutput {
+  readonly token?: TokenEvent;
+  readonly done?: DoneEvent;
+  /** True when a draft was given and kept; false when there was none or it was replaced. */
+  readonly accepted: boolean;
+}
+
+/** Generated tokens decoded together with a draft when checking it against the stop strings. */
+const STOP_WINDOW = 16;
+
 export class TokenOutput {
   readonly generated: number[] = [];
+  /** The prompt and every token chosen so far (what a drafter continues). */
+  readonly context: number[];
   private readonly sampler: Sampler;
   private readonly stop: StopChecker;
   private readonly decoder: StreamDecoder | undefined;
   private readonly matcher: StopStringMatcher | undefined;
 
   constructor(
-    params: SamplingParams,
+    private readonly params: SamplingParams,
     vocabSize: number,
     private readonly promptIds: readonly number[],
-    tokenizer?: TextTokenizer,
-    stopStrings?: readonly string[],
+    private readonly tokenizer?: TextTokenizer,
+    private readonly stopStrings?: readonly string[],
   ) {
     this.sampler = new Sampler(params, vocabSize);
     this.stop = new StopChecker(params);
     this.decoder = tokenizer ? new StreamDecoder(tokenizer) : undefined;
     this.matcher = stopStrings?.length ? new StopStringMatcher(stopStrings) : undefined;
+    this.context = [...promptIds];
+  }
+
+  /** How many drafts a step may verify: the budget left, less the token of the step's own. */
+  get room(): number {
+    return Math.max(0, this.params.maxTokens - this.generated.length - 1);
   }
 
   /**
-   * Sample the next token from `logits` ([vocab], the last position). Returns the token event
-   * (absent for a stop token, which is never emitted) and, when generation ends with it, the
-   * done event carrying the text still held back.
+   * The token of the next position from its `logits` ([vocab]). With `draft`, the draft is
+   * verified (kept, or replaced by a token drawn so that the position is distributed as
+   * without it). Returns the token event (absent for a stop token, which is never emitted),
+   * the done event when generation ends with it (carrying the text still held back), and
+   * whether the draft was kept.
    */
-  next(logits: Float32Array): { token?: TokenEvent; done?: DoneEvent } {
-    const sampled = this.sampler.sample(logits, { prompt: this.promptIds, generated: this.generated });
+  next(logits: Float32Array, draft?: DraftToken): PositionOutput {
+    const history = { prompt: this.promptIds, generated: this.generated };
+    const sampled = draft ? this.sampler.verify(logits, history, draft) : { ...this.sampler.sample(logits, history), accepted: false };
     this.generated.push(sampled.tokenId);
+    this.context.push(sampled.tokenId);
     let finishReason: FinishReason | undefined = this.stop.check(sampled.tokenId, this.generated.length);
     let token: TokenEvent | undefined;
     if (finishReason !== 'stop') {
@@ -47,8 +73,33 @@ export class TokenOutput {
       if (matched.stopped) finishReason = 'stop';
       token = { type: 'token', tokenId: sampled.tokenId, text: matched.emit, logprob: sampled.logprob, topLogprobs: sampled.topLogprobs };
     }
-    if (!finishReason) return { token };
-    return { token, done: { type: 'done', finishReason, text: this.tail(), usage: { promptTokens: this.promptIds.length, completionTokens: this.generated.length } } };
+    const accepted = sampled.accepted;
+    if (!finishReason) return { token, accepted };
+    return { token, accepted, done: { type: 'done', finishReason, text: this.tail(), usage: { promptTokens: this.promptIds.length, completionTokens: this.generated.length } } };
+  }
+
+  /**
+   * `drafts` cut to what this answer can keep: at most `room`, and ending at the first draft
+   * that would end generation (a stop token, or the token that completes a stop string) —
+   * verifying positions after it is wasted work.
+   */
+  fitDraft(drafts: readonly DraftToken[]): DraftToken[] {
+    const fitted = drafts.slice(0, this.room);
+    const stopIds = this.params.stopTokenIds;
+    const end = fitted.findIndex((d) => stopIds.includes(d.tokenId));
+    if (end >= 0) fitted.length = end + 1;
+    if (!this.tokenizer || !this.stopStrings?.length || fitted.length === 0) return fitted;
+    const tail = this.generated.slice(-STOP_WINDOW);
+    const before = this.tokenizer.decode(tail).length;
+    for (let i = 0; i < fitted.length; i++) {
+      const text = this.tokenizer.decode([...tail, ...fitted.slice(0, i + 1).map((d) => d.tokenId)]);
+      // A stop string that ends inside the draft's text ends generation at draft i.
+      if (this.stopStrings.some((s) => s !== '' && endsAfter(text, s, before))) {
+        fitted.length = i + 1;
+        break;
+      }
+    }
+    return fitted;
   }
 
   /** Text held back at the end: the decoder's rest, through the stop-string matcher. */
@@ -59,4 +110,10 @@ export class TokenOutput {
     const emitted = this.matcher.push(rest).emit;
     return emitted + (this.matcher.stopped ? '' : this.matcher.flush());
   }
+}
+
+/** True when `needle` occurs in `text` ending after index `from`. */
+function endsAfter(text: string, needle: string, from: number): boolean {
+  const at = text.indexOf(needle, Math.max(0, from - needle.length + 1));
+  return at >= 0;
 }
