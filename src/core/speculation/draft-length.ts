@@ -22,11 +22,11 @@ export interface DraftLengthPolicy {
   readonly costPerDraft: number;
   /** While k is 0, one step in this many drafts a single token (default 8). */
   readonly probeEvery: number;
-  /** Weight kept by earlier evidence at each step (default 0.9: about the last 10 steps count). */
+  /** Weight kept by earlier evidence at each step (default 0.95: about the last 20 steps count). */
   readonly decay: number;
 }
 
-export const DEFAULT_DRAFT_LENGTH: DraftLengthPolicy = { maxK: 8, costPerDraft: 0.1, probeEvery: 8, decay: 0.9 };
+export const DEFAULT_DRAFT_LENGTH: DraftLengthPolicy = { maxK: 8, costPerDraft: 0.1, probeEvery: 8, decay: 0.95 };
 
 export class DraftLength {
   private kept = 0; // discounted count of drafts kept

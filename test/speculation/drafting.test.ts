@@ -1,0 +1,98 @@
+/**
+ * The pure parts of speculation: prompt lookup, the adaptive draft length, and how the
+ * answer trims drafts (budget, stop tokens, stop strings).
+ */
+import { describe, expect, it } from 'vitest';
+import { TokenOutput } from '../../src/core/route/token-output.ts';
+import { validateSamplingParams } from '../../src/core/sampling/index.ts';
+import { DraftLength } from '../../src/core/speculation/draft-length.ts';
+import { lookupDraft, NgramDrafter } from '../../src/core/speculation/ngram-drafter.ts';
+import type { TextTokenizer } from '../../src/core/model/tokenizer.ts';
+
+describe('prompt lookup', () => {
+  it('copies what followed the most recent earlier occurrence of the longest matching suffix', () => {
+    //           0  1  2  3  4  5  6  7  8
+    const text = [5, 6, 7, 8, 1, 6, 7, 9, 6, 7];
+    // Suffix [9, 6, 7]: no earlier match; [6, 7]: most recent earlier at 5 → continues 9, 6, 7, 9 (copying its own draft).
+    expect(lookupDraft(text, 4)).toEqual([9, 6, 7, 9]);
+    expect(lookupDraft(text, 4, 1, 1)).toEqual([9, 6, 7, 9]); // [7] last seen at 6, followed by 9
+    expect(lookupDraft([1, 2, 3, 1, 2, 3, 1, 2], 5)).toEqual([3, 1, 2, 3, 1]); // the longest match, [3, 1, 2]
+  });
+
+  it('drafts a repetition all the way to k', () => {
+    expect(lookupDraft([4, 431, 431], 6)).toEqual([431, 431, 431, 431, 431, 431]);
+  });
+
+  it('has no guess for a context without repeats, a single token, or k = 0', async () => {
+    expect(lookupDraft([1, 2, 3, 4], 3)).toEqual([]);
+    expect(lookupDraft([1], 3)).toEqual([]);
+    expect(lookupDraft([1, 1], 0)).toEqual([]);
+    expect(await new NgramDrafter({ minNgram: 2 }).draft([5, 1, 5], 2)).toEqual([]);
+    expect(() => new NgramDrafter({ minNgram: 3, maxNgram: 2 })).toThrow(RangeError);
+  });
+});
+
+describe('the adaptive draft length', () => {
+  it('grows while drafts are kept, up to maxK', () => {
+    const length = new DraftLength({ maxK: 8 });
+    const start = length.next();
+    expect(start).toBeGreaterThan(0);
+    for (let i = 0; i < 10; i++) length.record(length.next(), length.best);
+    expect(length.next()).toBe(8);
+    expect(length.acceptance).toBeGreaterThan(0.9);
+  });
+
+  it('falls to none when drafts keep failing, then probes with one draft every probeEvery steps', () => {
+    const length = new DraftLength({ probeEvery: 4 });
+    for (let i = 0; i < 12; i++) length.record(1, 0);
+    expect(length.best).toBe(0);
+    const schedule = Array.from({ length: 8 }, () => length.next());
+    expect(schedule).toEqual([0, 0, 0, 1, 0, 0, 0, 1]);
+  });
+
+  it('comes back once drafts are kept again', () => {
+    const length = new DraftLength();
+    for (let i = 0; i < 12; i++) length.record(1, 0);
+    expect(length.best).toBe(0);
+    for (let i = 0; i < 10; i++) length.record(1, 1);
+    expect(length.best).toBeGreaterThan(1);
+  });
+
+  it('the cost of a draft decides where it stops paying', () => {
+    const cheap = new DraftLength({ costPerDraft: 0.01 });
+    const dear = new DraftLength({ costPerDraft: 0.5 });
+    expect(cheap.best).toBeGreaterThan(dear.best); // both at the prior α = 0.5
+    expect(dear.best).toBe(0); // E(1) / (1 + 0.5) = 1.5 / 1.5: no gain
+    expect(() => new DraftLength({ costPerDraft: 0 })).toThrow(RangeError);
+    expect(() => cheap.record(1, 2)).toThrow(RangeError);
+  });
+});
+
+/** A tokenizer over ids as letters: id i decodes to String.fromCharCode(97 + i). */
+const letters: TextTokenizer = {
+  encode: (text) => [...text].map((c) => c.charCodeAt(0) - 97),
+  decode: (ids) => ids.map((id) => String.fromCharCode(97 + id)).join(''),
+  eosTokenIds: [],
+  specialTokens: { ids: new Set(), named: {} } as never,
+  applyChatTemplate: () => '',
+  hasChatTemplate: false,
+  usedFallbackTemplate: false,
+};
+
+describe('drafts fitted to the answer', () => {
+  const drafts = (ids: number[]) => ids.map((tokenId) => ({ tokenId }));
+  const output = (extra: { maxTokens?: number; stopTokenIds?: number[] } = {}, stopStrings?: string[]) =>
+    new TokenOutput(validateSamplingParams({ temperature: 0, maxTokens: 10, ...extra }), 26, [0], letters, stopStrings);
+
+  it('no more than the budget leaves, less the step’s own token', () => {
+    expect(output({ maxTokens: 4 }).fitDraft(drafts([1, 2, 3, 4, 5]))).toHaveLength(3);
+    expect(output({ maxTokens: 1 }).fitDraft(drafts([1, 2]))).toEqual([]);
+  });
+
+  it('ends at a stop token, and at the token that completes a stop string', () => {
+    expect(output({ stopTokenIds: [3] }).fitDraft(drafts([1, 2, 3, 4, 5])).map((d) => d.tokenId)).toEqual([1, 2, 3]);
+    // 'c' 'd' 'e' spell "cde": the stop string "de" is complete at 'e'.
+    expect(output({}, ['de']).fitDraft(drafts([2, 3, 4, 5, 6])).map((d) => d.tokenId)).toEqual([2, 3, 4]);
+    expect(output({}, ['zz']).fitDraft(drafts([2, 3, 4]))).toHaveLength(3);
+  });
+});
