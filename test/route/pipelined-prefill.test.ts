@@ -32,14 +32,14 @@ describe('the schedule', () => {
 
   it('hop 2 runs chunk 1 while hop 1 runs chunk 2; each hop sees its chunks in order, one at a time', async () => {
     const log: string[] = [];
-    const pending = new Map<string, ReturnType<typeof deferred>>();
+    const pending = new Map<string, { resolve: () => void }>();
     const running = new Set<number>();
     const run = async (hop: number, chunk: Chunk) => {
       if (running.has(hop)) throw new Error(`hop ${hop} got two chunks at once`);
       running.add(hop);
       const name = `h${hop}c${chunk.start}`;
       log.push(`start ${name}`);
-      const gate = deferred();
+      const gate = deferred<void>();
       pending.set(name, gate);
       await gate.promise;
       running.delete(hop);

@@ -41,7 +41,8 @@ export function openLocalSession(
   tokenizer?: TextTokenizer,
   drafters?: Drafters,
 ): RouteSession {
-  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters }, request, signal);
+  // In-process shards run one after another on this thread: a pipelined prefill would gain nothing.
+  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters, prefillChunk: 0 }, request, signal);
 }
 
 /** The generated tokens (a stop token is not included), for callers that need no text. */

@@ -13,6 +13,8 @@ import type { TextTokenizer } from '../model/tokenizer.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import { validateSamplingParams, type SamplingParams } from '../sampling/index.ts';
+import type { SpeculateMode } from '../speculation/drafter.ts';
+import { Drafters, SpeculationUnavailableError } from '../speculation/drafters.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type SessionPolicy } from './route-session.ts';
 import type { RouteProvider, SessionTelemetry } from './route-types.ts';
@@ -27,6 +29,8 @@ export interface SessionRequest {
   readonly stopStrings?: readonly string[];
   /** What observers call the session (the API response id); default the session id. */
   readonly label?: string;
+  /** How to draft (the `speculate` extension field); default the head's (`--speculate`). */
+  readonly speculate?: SpeculateMode;
 }
 
 /** `--min-peers`: requests wait up to `waitMs` for `count` peers to have joined. */
@@ -59,6 +63,10 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly minPeers?: PeerQuorum;
   readonly clock?: Clock;
   readonly observer?: SessionObserver;
+  /** Where drafters come from (default: prompt lookup only, no draft model). */
+  readonly drafters?: Drafters;
+  /** How sessions draft when the request does not say (`--speculate`, default 'ngram'). */
+  readonly speculate?: SpeculateMode;
 }
 
 export class RouteSessions {
@@ -87,7 +95,8 @@ export class RouteSessions {
    * ContextLengthError (400) when the prompt and the tokens asked for exceed the context,
    * SamplingParamError (400) for a bad sampling value, PeerWaitError (503) when `--min-peers`
    * did not join in time, SessionLimitError (429) when every slot is taken, ShuttingDownError
-   * (503) once `abortAll` began, and the signal's reason when it aborts while waiting.
+   * (503) once `abortAll` began, SpeculationUnavailableError (400) for `speculate: 'draft'`
+   * without a draft model, and the signal's reason when it aborts while waiting.
    */
   async open(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
     if (this.shuttingDown) throw new ShuttingDownError();
@@ -96,6 +105,9 @@ export class RouteSessions {
     const { limits } = this.options;
     const maxTokens = completionBudget(limits, request.promptIds.length, request.maxTokens, limits.defaultMaxTokens);
     const params = validateSamplingParams({ ...request.sampling, maxTokens, stopTokenIds: limits.stopTokenIds });
+    const speculate = request.speculate ?? this.options.speculate ?? 'ngram';
+    const drafters = this.options.drafters ?? new Drafters();
+    if (!drafters.has(speculate)) throw new SpeculationUnavailableError(speculate);
     await this.waitForPeers(signal);
     signal?.throwIfAborted();
     if (this.shuttingDown) throw new ShuttingDownError();
@@ -108,7 +120,7 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs } = this.options;
+    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength } = this.options;
     const session = new RouteSession(
       {
         head,
@@ -121,6 +133,9 @@ export class RouteSessions {
         backoff,
         releaseTimeoutMs,
         hopTimeoutMs,
+        prefillChunk,
+        draftLength,
+        drafters,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },
@@ -131,7 +146,7 @@ export class RouteSessions {
           observer?.finished?.(label, t);
         },
       },
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings },
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate },
       signal,
     );
     this.tracked.add(session);

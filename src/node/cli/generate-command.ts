@@ -14,6 +14,9 @@ import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } 
 import { generateDistributed } from './generate-distributed.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { parseHeadLayers } from './head-layers.ts';
+import { asUsageError, parseSpeculation, SPECULATION_OPTIONS, SPECULATION_USAGE } from './speculation-args.ts';
+import { Drafters } from '../../core/speculation/drafters.ts';
+import { loadDraftModel } from '../draft-model.ts';
 
 export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]
 
@@ -31,7 +34,8 @@ export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --p
   --local-peers N      spawn N Node peer processes on loopback and run across them
   --link direct|relay  how the head reaches local peers (default relay)
   --head-layers L      auto|none|START:END layers the head holds (default none with peers)
-  --json               print one JSON line: token_ids, text, finish_reason, device, …`;
+  --json               print one JSON line: token_ids, text, finish_reason, device, speculation, …
+${SPECULATION_USAGE}`;
 
 export async function generateCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -52,6 +56,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
       'local-peers': { type: 'string' },
       link: { type: 'string' },
       'head-layers': { type: 'string' },
+      ...SPECULATION_OPTIONS,
     },
     strict: true,
   });
@@ -59,6 +64,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
   if ((values.prompt === undefined) === (values['prompt-ids'] === undefined)) {
     throw new UsageError('give exactly one of --prompt TEXT and --prompt-ids IDS');
   }
+  const speculation = parseSpeculation(values);
   const device = parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto');
   const dtype = parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32');
 
@@ -100,11 +106,12 @@ export async function generateCommand(argv: string[]): Promise<void> {
       headLayers: parseHeadLayers(values['head-layers'], localPeers > 0 ? 'none' : 'auto', config.numLayers),
       device,
       dtype,
+      speculation,
       onText: values.json ? undefined : (delta) => process.stdout.write(delta),
-    });
+    }).catch(asUsageError);
     process.stderr.write(`meshnet: ${run.tokenIds.length} tokens over ${run.hops.length} hop(s) in ${(performance.now() - started).toFixed(0)} ms: ${run.hops.map((h) => `${h.peerId}[${h.range[0]},${h.range[1]}) ${h.meanMs.toFixed(2)} ms/frame`).join(', ')}\n`);
     if (values.json) {
-      process.stdout.write(JSON.stringify({ token_ids: run.tokenIds, text: run.text, finish_reason: run.finishReason, device: run.hops[0]?.device, prompt_ids: promptIds, hops: run.hops, repairs: run.repairs, dtype }) + '\n');
+      process.stdout.write(JSON.stringify({ token_ids: run.tokenIds, text: run.text, finish_reason: run.finishReason, device: run.hops[0]?.device, prompt_ids: promptIds, hops: run.hops, repairs: run.repairs, dtype, speculation: run.speculation }) + '\n');
     } else process.stdout.write('\n');
     return;
   }
@@ -112,13 +119,22 @@ export async function generateCommand(argv: string[]): Promise<void> {
 
   const started = performance.now();
   const pipeline = await loadLocalPipeline(model, { ranges, device, dtype });
+  const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
+  const draftModel = speculation.draftModel === undefined ? undefined : await loadDraftModel(speculation.draftModel, { model, tokenizer }, { device, dtype, log }).catch(async (error: unknown) => {
+    await pipeline.dispose();
+    return asUsageError(error);
+  });
+  const speculate = speculation.mode ?? (draftModel ? 'draft' : 'ngram');
   const loaded = performance.now();
   const tokenIds: number[] = [];
   let text = '';
   let finishReason = 'length';
+  let speculationTelemetry;
   try {
     // Complete-model mode: the same Route Session, over in-process hops.
-    for await (const event of openLocalSession(pipeline, { sessionId: randomUUID(), promptIds, params }, undefined, tokenizer)) {
+    const session = openLocalSession(pipeline, { sessionId: randomUUID(), promptIds, params, speculate }, undefined, tokenizer, new Drafters(draftModel));
+    speculationTelemetry = session.telemetry.speculation;
+    for await (const event of session) {
       if (event.type === 'token') tokenIds.push(event.tokenId);
       else finishReason = event.finishReason;
       text += event.text;
@@ -126,6 +142,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
     }
     if (!values.json) process.stdout.write('\n');
   } finally {
+    await draftModel?.dispose();
     await pipeline.dispose();
   }
   const finished = performance.now();
@@ -142,6 +159,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
       ranges: ranges.map((r) => [r.start, r.end]),
       dtype,
       generate_ms: Math.round(finished - loaded),
+      speculation: speculationTelemetry,
     };
     process.stdout.write(JSON.stringify(result) + '\n');
   }

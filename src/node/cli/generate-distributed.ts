@@ -7,7 +7,8 @@ import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { SamplingParams } from '../../core/sampling/index.ts';
-import { startHead } from '../head/head-node.ts';
+import type { SpeculationTelemetry } from '../../core/speculation/speculation.ts';
+import { startHead, type HeadSpeculationOptions } from '../head/head-node.ts';
 import type { LocalModel } from '../local-model.ts';
 import { spawnLocalPeers } from '../peer/local-peers.ts';
 
@@ -17,6 +18,7 @@ export interface DistributedRun {
   readonly finishReason: string;
   readonly hops: { peerId: string; range: [number, number]; device?: string; meanMs: number }[];
   readonly repairs: number;
+  readonly speculation?: SpeculationTelemetry;
 }
 
 export async function generateDistributed(options: {
@@ -29,6 +31,7 @@ export async function generateDistributed(options: {
   headLayers: 'auto' | 'none' | LayerRange;
   device: string;
   dtype: ActivationDtype;
+  speculation?: HeadSpeculationOptions;
   onText?: (delta: string) => void;
 }): Promise<DistributedRun> {
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
@@ -44,6 +47,7 @@ export async function generateDistributed(options: {
     dtype: options.dtype,
     device: options.device,
     threads,
+    speculation: options.speculation,
     log,
   });
   const peers = spawnLocalPeers({ count: options.localPeers, headUrl: head.peerUrl, joinToken: head.joinToken, link: options.link, device: options.device, threads, log });
@@ -66,6 +70,7 @@ export async function generateDistributed(options: {
       finishReason,
       hops: session.telemetry.hops.map((h) => ({ peerId: h.peerId, range: [h.range.start, h.range.end], device: devices.get(h.peerId), meanMs: h.frames ? h.totalMs / h.frames : 0 })),
       repairs: session.telemetry.repairs.length,
+      speculation: session.telemetry.speculation,
     };
   } finally {
     await head.close();

@@ -6,6 +6,7 @@ import { normalizeHost } from '../../core/route/dial-target.ts';
 import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
+import { asUsageError, parseSpeculation, SPECULATION_OPTIONS, SPECULATION_USAGE } from './speculation-args.ts';
 
 export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
 
@@ -35,7 +36,8 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --chat-template FILE a Jinja chat template overriding the model's
   --device D           ${Object.keys(NODE_DEVICES).join('|')} for the head's own work (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
-  --threads N          onnxruntime threads per session`;
+  --threads N          onnxruntime threads per session
+${SPECULATION_USAGE}`;
 
 /** `H[,H]` → hosts as URL.hostname spells them; a malformed one is a usage error. */
 function parseHostList(flag: string, value: string | undefined): string[] | undefined {
@@ -71,6 +73,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       device: { type: 'string' },
       dtype: { type: 'string' },
       threads: { type: 'string' },
+      ...SPECULATION_OPTIONS,
     },
     strict: true,
   });
@@ -87,6 +90,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       throw error;
     }
   }
+  const speculation = parseSpeculation(values);
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
   const serving = await serveHead({
     model: values.model ?? 'demo',
@@ -109,11 +113,12 @@ export async function serveCommand(argv: string[]): Promise<void> {
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
+    speculation,
     log,
   }).catch((error: unknown) => {
     // A START:END outside the model is a usage error too (the layer count is known only now).
     if (error instanceof PlanError && error.reason.startsWith('--head-layers')) throw new UsageError(error.reason);
-    throw error;
+    asUsageError(error);
   });
   const base = serving.head.url.replace(/\/$/, '');
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';

@@ -20,7 +20,10 @@ import { InProcessLink } from '../../core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../core/runtime/ort-head-runner.ts';
 import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
+import type { SpeculateMode } from '../../core/speculation/drafter.ts';
+import { Drafters } from '../../core/speculation/drafters.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
+import { loadDraftModel, type LoadedDraftModel } from '../draft-model.ts';
 import type { LocalModel } from '../local-model.ts';
 import { meshModel } from '../mesh-model.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
@@ -57,6 +60,8 @@ export interface HeadOptions {
   readonly log?: (line: string) => void;
   /** The session table: admission, --min-peers, deadlines, accounting. */
   readonly sessions?: HeadSessionOptions;
+  /** Speculative decoding and pipelined prefill. */
+  readonly speculation?: HeadSpeculationOptions;
   /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
@@ -75,6 +80,15 @@ export interface HeadSessionOptions {
   readonly observer?: SessionObserver;
 }
 
+export interface HeadSpeculationOptions {
+  /** How sessions draft unless a request says (`--speculate`; default 'draft' with a draft model, else 'ngram'). */
+  readonly mode?: SpeculateMode;
+  /** `--draft-model DIR|HUB_ID`: a small model with the same tokenizer, run by the head to draft. */
+  readonly draftModel?: string;
+  /** `--prefill-chunk N`: tokens per chunk of a pipelined prefill (0 = never; default auto). */
+  readonly prefillChunk?: number;
+}
+
 /** Floor of every hop's deadline when `--hop-timeout` is not given. */
 export const DEFAULT_HOP_TIMEOUT_MS = 5000;
 
@@ -89,6 +103,10 @@ export interface HeadContext {
   readonly limits: GenerationLimits;
   /** Every live Route Session: open one per request here. */
   readonly sessions: RouteSessions;
+  /** Where sessions' drafters come from (prompt lookup; the draft model when one was given). */
+  readonly drafters: Drafters;
+  /** The default speculation mode and the pipelined prefill's chunk setting, as the sessions use them. */
+  readonly speculation: { readonly mode: SpeculateMode; readonly prefillChunk?: number; readonly draftModel?: string };
 }
 
 export interface RunningHead extends HeadContext {
@@ -116,6 +134,17 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
   log(`head runs ${parts} on ${describeProviders(options.device, headRunner.device, loader.skipped)}`);
 
+  const spec = options.speculation ?? {};
+  let draftModel: LoadedDraftModel | undefined;
+  if (spec.draftModel !== undefined) {
+    draftModel = await loadDraftModel(spec.draftModel, { model, tokenizer: options.tokenizer }, { device: options.device, dtype, threads: options.threads, log }).catch(async (error: unknown) => {
+      await headRunner.dispose();
+      throw error;
+    });
+  }
+  const drafters = new Drafters(draftModel);
+  const speculateMode = spec.mode ?? (draftModel ? 'draft' : 'ngram');
+
   const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
@@ -138,11 +167,25 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     maxSessions: s.maxSessions ?? 8,
     hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
     observer: s.observer,
+    drafters,
+    speculate: speculateMode,
+    prefillChunk: spec.prefillChunk,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
   });
-  const context: HeadContext = { mesh, headRunner, tokenizer: options.tokenizer, model, name: options.name, joinToken, limits, sessions };
+  const context: HeadContext = {
+    mesh,
+    headRunner,
+    tokenizer: options.tokenizer,
+    model,
+    name: options.name,
+    joinToken,
+    limits,
+    sessions,
+    drafters,
+    speculation: { mode: speculateMode, prefillChunk: spec.prefillChunk, draftModel: draftModel?.id },
+  };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
   const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
@@ -180,6 +223,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       await gateway.closeAll('the head is shutting down');
       await server.close();
       await headPeer?.dispose();
+      await draftModel?.dispose();
       await headRunner.dispose();
     },
   };

@@ -60,6 +60,7 @@ export async function runCompletion(
         maxTokens: request.maxTokensRequested ? request.sampling.maxTokens : undefined,
         stopStrings: request.stopStrings,
         label: meta.id,
+        speculate: request.speculate,
       },
       abort.signal,
     );

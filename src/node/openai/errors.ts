@@ -11,6 +11,7 @@ import { TokenizerError } from '../../core/model/tokenizer-error.ts';
 import { PlanError } from '../../core/route/plan-error.ts';
 import { PeerWaitError, RouteUnavailableError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
+import { SpeculationUnavailableError } from '../../core/speculation/drafters.ts';
 
 /** OpenAI `error.type` values this server sends. */
 export type ApiErrorType = 'invalid_request_error' | 'requests' | 'server_error';
@@ -170,7 +171,8 @@ export interface ErrorContext {
  * Maps anything thrown while serving a request to one ApiError:
  * ApiError → itself; ContextLengthError → 400 `context_length_exceeded` naming the prompt's
  * field; SessionLimitError → 429 (retry after 1 s); PeerWaitError (`--min-peers` not met in
- * time) and ShuttingDownError → 503; SamplingParamError → 400 naming the OpenAI param; a chat template that
+ * time) and ShuttingDownError → 503; SamplingParamError → 400 naming the OpenAI param;
+ * SpeculationUnavailableError (`speculate: 'draft'` without a draft model) → 400 `speculate`; a chat template that
  * refuses the conversation → 400 `messages`; RouteUnavailableError and PlanError
  * `route_unavailable` → 503; anything else → 500 with a generic message (the original is
  * kept as `cause` for logs, never sent).
@@ -189,6 +191,9 @@ export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
       code: 'invalid_value',
       cause: error,
     });
+  }
+  if (error instanceof SpeculationUnavailableError) {
+    return new ApiError(400, `Invalid 'speculate': ${error.message}.`, { type: 'invalid_request_error', param: 'speculate', code: 'invalid_value', cause: error });
   }
   if (error instanceof RouteUnavailableError || (error instanceof PlanError && error.code === 'route_unavailable')) {
     return serviceUnavailable(`The model cannot be served right now (${error.message}). Retry when more peers have joined.`, undefined, error);

@@ -10,6 +10,7 @@
  */
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
 import type { SamplingParams } from '../../core/sampling/params.ts';
+import { isSpeculateMode, SPECULATE_MODES, type SpeculateMode } from '../../core/speculation/drafter.ts';
 import { type ApiError, invalidRequest, modelNotFound } from './errors.ts';
 import {
   BodyFields,
@@ -58,6 +59,8 @@ interface ParsedRequestBase {
   readonly topLogprobs: number;
   /** OpenAI `user`: an end-user id, for logs only. */
   readonly user?: string;
+  /** The `speculate` extension: how this request drafts (default: the server's `--speculate`). */
+  readonly speculate?: SpeculateMode;
 }
 
 export interface ChatRequest extends ParsedRequestBase {
@@ -156,7 +159,16 @@ function common(
     logprobs,
     topLogprobs,
     ...(user === undefined ? {} : { user }),
+    ...speculateField(fields),
   };
+}
+
+/** The `speculate` extension field ('off' | 'ngram' | 'draft', like `top_k` a meshnet extension; shared with /v1/responses). */
+export function speculateField(fields: BodyFields): { speculate?: SpeculateMode } {
+  const value = fields.string('speculate');
+  if (value === undefined) return {};
+  if (!isSpeculateMode(value)) throw invalidValue('speculate', `expected one of ${SPECULATE_MODES.map((m) => `'${m}'`).join(', ')}.`);
+  return { speculate: value };
 }
 
 /** OpenAI's sampling fields, plus top_k / min_p / repetition_penalty as vLLM accepts them (shared with /v1/responses). */

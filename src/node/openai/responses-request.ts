@@ -26,7 +26,7 @@
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
 import { BodyFields, booleanValue, invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
-import { type ChatRequest, MAX_CHAT_TOP_LOGPROBS, readBody, type RequestDefaults, samplingFields } from './requests.ts';
+import { type ChatRequest, MAX_CHAT_TOP_LOGPROBS, readBody, type RequestDefaults, samplingFields, speculateField } from './requests.ts';
 import { type ResponseEcho, parseEchoedFields } from './responses-echo.ts';
 
 /** A parsed Responses request: the chat request to run, and the fields the answer echoes. */
@@ -118,6 +118,7 @@ export function parseResponsesRequest(body: unknown, servedModel: string, defaul
     logprobs,
     topLogprobs,
     ...(echo.user === undefined ? {} : { user: echo.user }),
+    ...speculateField(fields),
   };
   return { chat, echo };
 }

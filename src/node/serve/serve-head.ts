@@ -8,7 +8,7 @@ import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
-import { startHead, type HeadContext, type RunningHead } from '../head/head-node.ts';
+import { startHead, type HeadContext, type HeadSpeculationOptions, type RunningHead } from '../head/head-node.ts';
 import { feedMeshState } from '../head/mesh-feed.ts';
 import { SessionTracker } from '../head/session-tracker.ts';
 import { MeshStateStore } from '../head/state-store.ts';
@@ -58,6 +58,8 @@ export interface ServeOptions {
   readonly hopTimeoutMs?: number;
   /** How long a peer may take to get ready for its layers, ms (`--ready-timeout`; default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** `--speculate`, `--draft-model`, `--prefill-chunk` (see HeadSpeculationOptions). */
+  readonly speculation?: HeadSpeculationOptions;
   readonly log?: (line: string) => void;
   /** More routes (the dashboard, the browser peer page). */
   readonly mount?: (app: H3, head: HeadContext) => void;
@@ -107,6 +109,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,
     readyTimeoutMs: options.readyTimeoutMs,
+    speculation: options.speculation,
     sessions: {
       maxSessions: options.maxSessions,
       minPeers: options.minPeers || undefined,
