@@ -175,7 +175,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/node/openai': BELOW_NODE,
   'src/node/models': [...BELOW_NODE, 'src/node'],
   'src/node/peer': [...BELOW_NODE, 'src/node', 'src/node/net'],
-  'src/node/head': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/peer'],
+  'src/node/head': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/peer', 'src/node/models'],
   'src/node/http': [...BELOW_NODE, 'src/node', 'src/node/head', 'src/node/metrics', 'src/node/openai'],
   'src/node/serve': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http'],
   'src/node/cli': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http', 'src/node/serve'],

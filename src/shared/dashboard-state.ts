@@ -90,6 +90,20 @@ export interface RepairView {
 
 export type SessionState = 'running' | 'finished' | 'cancelled' | 'error';
 
+/** A session's speculative decoding: how it drafted and how well. */
+export interface SpeculationView {
+  readonly mode: 'off' | 'ngram' | 'draft';
+  /** Drafted tokens verified, and how many of them were kept. */
+  readonly drafted: number;
+  readonly accepted: number;
+  /** accepted ÷ drafted (0 before any draft). */
+  readonly acceptanceRate: number;
+  /** Steps through the route (round trips), the prefill included. */
+  readonly steps: number;
+  /** Generated tokens ÷ steps: 1 without speculation. */
+  readonly tokensPerRoundTrip: number;
+}
+
 export interface SessionView {
   /** The API response id (`chatcmpl-…`, `cmpl-…`), not the internal Route Session id. */
   readonly id: string;
@@ -103,6 +117,8 @@ export interface SessionView {
   readonly rate: readonly RatePoint[];
   readonly hops: readonly SessionHopView[];
   readonly repairs: readonly RepairView[];
+  /** Present once the session has taken a step. */
+  readonly speculation?: SpeculationView;
   readonly state: SessionState;
   readonly error?: string;
 }

@@ -2,14 +2,14 @@
 import type { SessionView } from '../../../src/shared/dashboard-state.ts';
 import { h } from './dom.ts';
 import { clock, ms, rate } from './format.ts';
-import { repairsText, stateBadge } from './render-sessions.ts';
+import { acceptanceText, repairsText, stateBadge, tokensPerRoundTripText } from './render-sessions.ts';
 
 export function renderFinished(finished: readonly SessionView[]): HTMLElement {
   if (finished.length === 0) return h('p', { class: 'empty' }, 'None yet.');
   return h(
     'table',
     { class: 'finished' },
-    h('thead', {}, h('tr', {}, ...['id', 'outcome', 'ended', 'prompt', 'gen.', 'tok/s', 'TTFT', 'hops', 'repairs'].map((name) => h('th', {}, name)))),
+    h('thead', {}, h('tr', {}, ...['id', 'outcome', 'ended', 'prompt', 'gen.', 'tok/s', 'TTFT', 'hops', 'repairs', 'drafts kept', 'tok/RT'].map((name) => h('th', {}, name)))),
     h('tbody', {}, ...finished.map(finishedRow)),
   );
 }
@@ -28,5 +28,7 @@ function finishedRow(session: SessionView): HTMLElement {
     h('td', { class: 'num' }, ms(session.timeToFirstTokenMs)),
     h('td', { class: 'num', title: session.hops.map((hop) => hop.peerId).join(' → ') }, session.hops.length),
     h('td', { class: 'num', title: repairsText(session.repairs) }, session.repairs.length),
+    h('td', { class: 'num', 'data-testid': 'acceptance' }, acceptanceText(session)),
+    h('td', { class: 'num', 'data-testid': 'tokens-per-round-trip', title: 'generated tokens per round trip through the route' }, tokensPerRoundTripText(session)),
   );
 }

@@ -1,7 +1,7 @@
 /**
  * Live sessions, one card each: id, model, token counts (never text), tokens/s with its
- * chart, time to first token, per-hop latency bars with the KV each hop holds, repairs and
- * state. Also the shared pieces the finished table uses (state badge, repairs text).
+ * chart, time to first token, per-hop latency bars with the KV each hop holds, repairs,
+ * speculative decoding (drafts kept, tokens per round trip) and state. Also the shared pieces the finished table uses (state badge, repairs text).
  */
 import type { RepairView, SessionHopView, SessionView } from '../../../src/shared/dashboard-state.ts';
 import { h } from './dom.ts';
@@ -38,6 +38,8 @@ function sessionCard(session: SessionView, now: number): HTMLElement {
         stat('TTFT', ms(session.timeToFirstTokenMs), 'ttft'),
         stat('repairs', String(session.repairs.length), 'repairs'),
         stat('hops', String(session.hops.length), 'hop-count'),
+        stat('drafts kept', acceptanceText(session), 'acceptance'),
+        stat('tokens / round trip', tokensPerRoundTripText(session), 'tokens-per-round-trip'),
       ),
       h('figure', { class: 'chart' }, sparkline(session.rate, color), h('figcaption', {}, 'tokens/s over time')),
     ),
@@ -77,6 +79,19 @@ function hopBars(hops: readonly SessionHopView[]): HTMLElement {
 
 export function stateBadge(session: SessionView): HTMLElement {
   return h('span', { class: `badge state-${session.state}`, 'data-testid': 'outcome', title: session.error }, session.state);
+}
+
+/** The share of drafted tokens kept, with the drafting mode: "73% ngram", or "off". */
+export function acceptanceText(session: SessionView): string {
+  const s = session.speculation;
+  if (!s) return '—';
+  if (s.mode === 'off') return 'off';
+  return s.drafted > 0 ? `${Math.round(s.acceptanceRate * 100)}% ${s.mode}` : `— ${s.mode}`;
+}
+
+/** Generated tokens per step through the route: "3.2" (1.0 without speculation). */
+export function tokensPerRoundTripText(session: SessionView): string {
+  return session.speculation ? session.speculation.tokensPerRoundTrip.toFixed(1) : '—';
 }
 
 export function repairsText(repairs: readonly RepairView[]): string {

@@ -16,7 +16,7 @@ import { resolveModel } from '../models/resolve-model.ts';
 import { parseHeadLayers } from './head-layers.ts';
 import { asUsageError, parseSpeculation, SPECULATION_OPTIONS, SPECULATION_USAGE } from './speculation-args.ts';
 import { Drafters } from '../../core/speculation/drafters.ts';
-import { loadDraftModel } from '../draft-model.ts';
+import { loadDraftModel } from '../head/draft-model.ts';
 
 export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]
 

@@ -1,6 +1,6 @@
 /** `--speculate`, `--draft-model` and `--prefill-chunk`, shared by `serve` and `generate`. */
 import { SPECULATE_MODES, type SpeculateMode } from '../../core/speculation/drafter.ts';
-import { DraftModelError } from '../draft-model.ts';
+import { DraftModelError } from '../head/draft-model.ts';
 import type { HeadSpeculationOptions } from '../head/head-node.ts';
 import { parseChoice, parseInteger, UsageError } from './args.ts';
 

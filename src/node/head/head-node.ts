@@ -23,7 +23,7 @@ import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
 import type { SpeculateMode } from '../../core/speculation/drafter.ts';
 import { Drafters } from '../../core/speculation/drafters.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
-import { loadDraftModel, type LoadedDraftModel } from '../draft-model.ts';
+import { loadDraftModel, type LoadedDraftModel } from './draft-model.ts';
 import type { LocalModel } from '../local-model.ts';
 import { meshModel } from '../mesh-model.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';

@@ -6,6 +6,7 @@
  */
 import type { MeshPeer } from '../../core/route/mesh.ts';
 import type { HopLease, SessionTelemetry } from '../../core/route/route-types.ts';
+import type { SpeculationTelemetry } from '../../core/speculation/speculation.ts';
 import type { StatsMessage } from '../../shared/control.ts';
 import {
   applyEvent,
@@ -15,6 +16,7 @@ import {
   type PeerView,
   type RouteView,
   type SessionView,
+  type SpeculationView,
 } from '../../shared/dashboard-state.ts';
 
 /** Called after each applied event with the state it produced. */
@@ -103,8 +105,21 @@ export function sessionView(apiId: string, model: string, telemetry: SessionTele
       peerId: repair.peerId,
       ...(repair.lostPeerId !== undefined ? { lostPeerId: repair.lostPeerId } : {}),
     })),
+    ...(telemetry.speculation && telemetry.speculation.steps > 0 ? { speculation: speculationView(telemetry.speculation, telemetry.completionTokens) } : {}),
     state: telemetry.outcome,
     ...(telemetry.error !== undefined ? { error: telemetry.error } : {}),
+  };
+}
+
+/** Acceptance rate and tokens per round trip from a session's counts. */
+export function speculationView(s: SpeculationTelemetry, completionTokens: number): SpeculationView {
+  return {
+    mode: s.mode,
+    drafted: s.drafted,
+    accepted: s.accepted,
+    acceptanceRate: s.drafted > 0 ? s.accepted / s.drafted : 0,
+    steps: s.steps,
+    tokensPerRoundTrip: s.steps > 0 ? completionTokens / s.steps : 0,
   };
 }
 

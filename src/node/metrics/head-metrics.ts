@@ -1,6 +1,8 @@
 /**
  * The head's `/metrics`: requests by endpoint and status, tokens in and out, time to first
- * token, per-token and per-hop latency, live sessions, repairs and peers by runtime. The
+ * token, per-token and per-hop latency, live sessions, repairs, peers by runtime, and
+ * speculative decoding (drafts accepted and rejected, route steps, and per session its
+ * acceptance rate and tokens per round trip). The
  * HTTP layer calls `requestFinished` per response and `sessionObserved` once per Route
  * Session when it closes; the mesh and the session table set the gauges.
  */
@@ -13,6 +15,11 @@ export const TTFT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 export const TOKEN_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 /** Seconds per frame on one hop (a round trip, including prefill frames). */
 export const HOP_LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+/** A session's share of drafted tokens kept (speculative decoding). */
+export const ACCEPTANCE_BUCKETS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1];
+/** Generated tokens per step through the route (1 without speculation). */
+export const TOKENS_PER_ROUND_TRIP_BUCKETS = [1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 9];
 
 export type PeerRuntimeCounts = Partial<Record<'node' | 'browser' | 'head', number>>;
 
@@ -27,6 +34,10 @@ export class HeadMetrics {
   private readonly liveSessions: Gauge;
   private readonly repairs: Counter;
   private readonly peers: Gauge;
+  private readonly draftTokens: Counter;
+  private readonly routeSteps: Counter;
+  private readonly acceptance: Histogram;
+  private readonly tokensPerRoundTrip: Histogram;
 
   constructor(readonly registry: MetricsRegistry = new MetricsRegistry()) {
     const r = registry;
@@ -38,6 +49,12 @@ export class HeadMetrics {
     this.liveSessions = r.gauge('meshnet_live_sessions', 'Route Sessions running now.');
     this.repairs = r.counter('meshnet_repairs_total', 'Hops rebuilt during a session: cache_miss (re-prefill) or replaced (another peer).', ['kind']);
     this.peers = r.gauge('meshnet_peers', 'Peers in the mesh, by runtime.', ['runtime']);
+    this.draftTokens = r.counter('meshnet_draft_tokens_total', 'Drafted tokens verified by speculative decoding: accepted (kept) or rejected.', ['result']);
+    this.routeSteps = r.counter('meshnet_route_steps_total', 'Steps through the route (round trips), prefills included.');
+    this.acceptance = r.histogram('meshnet_session_acceptance_rate', 'Per session that drafted: the share of drafted tokens kept.', ACCEPTANCE_BUCKETS);
+    this.tokensPerRoundTrip = r.histogram('meshnet_session_tokens_per_round_trip', 'Per session: generated tokens per step through the route (1 without speculation).', TOKENS_PER_ROUND_TRIP_BUCKETS);
+    for (const result of ['accepted', 'rejected']) this.draftTokens.inc({ result }, 0);
+    this.routeSteps.inc({}, 0);
     for (const direction of ['in', 'out']) this.tokens.inc({ direction }, 0);
     for (const kind of ['cache_miss', 'replaced']) this.repairs.inc({ kind }, 0);
     this.setPeers({});
@@ -70,6 +87,14 @@ export class HeadMetrics {
       if (hop.frames > 0) this.hopLatency.observe({ hop: index }, hop.totalMs / hop.frames / 1000, hop.frames);
     });
     for (const repair of telemetry.repairs) this.repairs.inc({ kind: repair.kind });
+    const speculation = telemetry.speculation;
+    if (speculation && speculation.steps > 0) {
+      this.routeSteps.inc({}, speculation.steps);
+      this.draftTokens.inc({ result: 'accepted' }, speculation.accepted);
+      this.draftTokens.inc({ result: 'rejected' }, speculation.drafted - speculation.accepted);
+      if (speculation.drafted > 0) this.acceptance.observe({}, speculation.accepted / speculation.drafted);
+      this.tokensPerRoundTrip.observe({}, telemetry.completionTokens / speculation.steps);
+    }
   }
 
   setLiveSessions(count: number): void {

@@ -8,18 +8,18 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ActivationDtype } from '../core/model/shard-graph.ts';
-import type { TextTokenizer } from '../core/model/tokenizer.ts';
-import { loadHeadRunner } from '../core/runtime/ort-loader.ts';
-import { InProcessLink } from '../core/runtime/in-process-link.ts';
-import type { DraftModel } from '../core/speculation/model-drafter.ts';
-import { getShardArtifact } from './artifact-cache.ts';
-import { openLocalModel, type LocalModel } from './local-model.ts';
-import { configSummary } from './mesh-model.ts';
-import { resolveModel } from './models/resolve-model.ts';
-import { nodeLoaderOptions } from './ort-node-runtime.ts';
-import { WorkerShardService } from './peer/worker-shard.ts';
-import { loadTokenizer } from './tokenizer-files.ts';
+import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { TextTokenizer } from '../../core/model/tokenizer.ts';
+import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
+import { InProcessLink } from '../../core/runtime/in-process-link.ts';
+import type { DraftModel } from '../../core/speculation/model-drafter.ts';
+import { getShardArtifact } from '../artifact-cache.ts';
+import { openLocalModel, type LocalModel } from '../local-model.ts';
+import { configSummary } from '../mesh-model.ts';
+import { resolveModel } from '../models/resolve-model.ts';
+import { nodeLoaderOptions } from '../ort-node-runtime.ts';
+import { WorkerShardService } from '../peer/worker-shard.ts';
+import { loadTokenizer } from '../tokenizer-files.ts';
 
 /** The draft model cannot draft for this model (another vocabulary), or could not be found. */
 export class DraftModelError extends Error {
