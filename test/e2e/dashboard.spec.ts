@@ -155,6 +155,9 @@ test('shows the route, peers and a live session through to its outcome; a killed
     await expect(row).toHaveAttribute('data-state', 'finished');
     await expect(row.getByTestId('outcome')).toHaveText('finished');
     await expect(row.getByTestId('completion-tokens')).not.toHaveText('0');
+    // Speculative decoding per session: the share of drafts kept (prompt lookup) and tokens per round trip.
+    await expect(row.getByTestId('acceptance')).toHaveText(/^(\d+%|—) ngram$/);
+    await expect(row.getByTestId('tokens-per-round-trip')).toHaveText(/^\d+\.\d$/);
   }
   await expect(page.locator('.session-card')).toHaveCount(0);
   await expect(page.getByTestId('totals')).toContainText(String(ids.length));

@@ -33,7 +33,7 @@ export function startStoriesHead(overrides: Partial<ServeOptions> = {}): Promise
 
 /** Greedy ids and text of one Node process (`meshnet generate`) for the given prompt ids. */
 export function oneProcessGreedy(promptIds: number[], maxTokens: number): { token_ids: number[]; text: string } {
-  const result = spawnSync(process.execPath, [BIN, 'generate', '--model', STORIES_DIR, '--prompt-ids', promptIds.join(','), '--max-tokens', String(maxTokens), '--temperature', '0', '--device', 'cpu', '--json'], {
+  const result = spawnSync(process.execPath, [BIN, 'generate', '--model', STORIES_DIR, '--prompt-ids', promptIds.join(','), '--max-tokens', String(maxTokens), '--temperature', '0', '--device', 'cpu', '--speculate', 'off', '--json'], {
     encoding: 'utf8',
     env: process.env,
   });
