@@ -63,7 +63,8 @@ const { route } = await inProcessRoute(Array.from({ length: hops }, (_, i) => st
 const params = validateSamplingParams({ temperature: 0, maxTokens: 256 });
 
 async function session(): Promise<number> {
-  const s = new RouteSession({ head, route, vocabSize: shape.vocab }, { sessionId: randomUUID(), promptIds: [1, 2, 3, 4, 5, 6, 7, 8], params });
+  // One token per step: this measures the engine's own work per token, not what drafts save.
+  const s = new RouteSession({ head, route, vocabSize: shape.vocab }, { sessionId: randomUUID(), promptIds: [1, 2, 3, 4, 5, 6, 7, 8], params, speculate: 'off' });
   const gaps: number[] = [];
   let last = performance.now();
   for await (const event of s) {

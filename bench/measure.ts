@@ -125,7 +125,8 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
   try {
     const generate: Generate = (promptIds, tokens) =>
       timed(promptIds, async (onToken) => {
-        for await (const token of generateLocal(pipeline, promptIds, params(tokens), randomUUID())) onToken(token.tokenId);
+        // No speculation in these rows: every engine here decodes one token per step.
+        for await (const token of generateLocal(pipeline, promptIds, params(tokens), randomUUID(), undefined, 'off')) onToken(token.tokenId);
       });
     const runs = await measureRequests(generate, vocabSize, spec);
     const breakdownMs = Object.fromEntries(Object.entries(parts).map(([part, times]) => [part, median(times)]));
@@ -170,7 +171,8 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     const generate: Generate = (promptIds, tokens) =>
       timed(promptIds, async (onToken) => {
         // Straight on the mesh (not the session table): EOS is ignored, as in every other configuration.
-        const session = new RouteSession({ head: head.headRunner, route: head.mesh, vocabSize, hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS }, { sessionId: randomUUID(), promptIds, params: params(tokens) });
+        // One token per step and a sequential prefill, as every other engine here (bench/speculation.ts measures both).
+        const session = new RouteSession({ head: head.headRunner, route: head.mesh, vocabSize, hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS, prefillChunk: 0 }, { sessionId: randomUUID(), promptIds, params: params(tokens), speculate: 'off' });
         for await (const event of session) if (event.type === 'token') onToken(event.tokenId);
         lastHops = session.telemetry.hops;
       });

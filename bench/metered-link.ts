@@ -35,7 +35,8 @@ export class MeteredLink implements PeerLink {
   constructor(
     private readonly inner: PeerLink,
     readonly meter: LinkMeter,
-    private readonly delayMs = 0,
+    /** Added round-trip ms per frame; may change between requests (bench/speculation-mesh.ts cycles through several). */
+    public delayMs = 0,
     /** Bytes of one position's activations: tells decode frames from prefill frames. */
     private readonly decodeFrameBytes?: number,
   ) {}

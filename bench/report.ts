@@ -105,7 +105,9 @@ export interface BenchReport {
   readonly threads: number;
   readonly decodeTokens: number;
   readonly repeats: number;
+  /** The first of `linkDelaysMs` (kept for older readers of the JSON). */
   readonly linkDelayMs?: number;
+  readonly linkDelaysMs?: readonly number[];
   readonly machine: Record<string, string | number>;
   readonly bandwidth: { readonly oneStream: number; readonly allStreams: number; readonly streams: number };
   readonly llamaCpp: { readonly version: string; readonly status: 'measured' | 'skipped'; readonly reason?: string };

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--link-delay-ms N] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp]`:
+ * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp]`:
  * meshnet against transformers.js, llama.cpp and the machine's memory bandwidth, in one run.
  *
  * Models: ../shared/models/stories260k and a generated SmolLM2-135M-shaped fp32 checkpoint.
@@ -49,10 +49,20 @@ const { values } = parseArgs({
 const LLAMA_CPP_TYPES: readonly GgufWeights[] = ['F32', 'Q8_0', 'Q4_0'];
 const quick = values.quick!;
 const threads = Number(values.threads ?? Math.max(1, os.availableParallelism()));
-const linkDelayMs = values['link-delay-ms'] === undefined ? undefined : Number(values['link-delay-ms']);
+/** `--link-delay-ms 10,20`: every pipeline also runs with each of these added round-trip times. */
+const linkDelaysMs = parseDelays(values['link-delay-ms']);
+const linkDelayMs = linkDelaysMs?.[0];
 const decodeTokens = Number(values['decode-tokens'] ?? (quick ? 32 : 128));
 const repeats = Number(values.rounds ?? (quick ? 2 : 3)); // rounds over all configurations
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
+
+/** A comma-separated list of round-trip times in ms (`10` or `10,20`); a malformed one stops the bench. */
+function parseDelays(value: string | undefined): number[] | undefined {
+  if (value === undefined) return undefined;
+  const delays = value.split(',').map((part) => Number(part.trim()));
+  if (delays.length === 0 || delays.some((d) => !Number.isFinite(d) || d < 0)) throw new Error(`--link-delay-ms: '${value}' is not a comma-separated list of milliseconds ≥ 0`);
+  return delays;
+}
 
 function runChild(script: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -89,8 +99,8 @@ function configurations(model: string, exportDir: string, longPrompt: number, gg
   for (const weights of meshnetWeights.available) if (weights !== 'fp32') specs.push({ ...common, kind: 'one-process', weights });
   const pipelines: [number, 'relay' | 'direct'][] = quick ? [[2, 'relay']] : [[2, 'relay'], [2, 'direct'], [3, 'relay'], [3, 'direct']];
   for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs: 0 });
-  if (linkDelayMs !== undefined) {
-    for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs });
+  for (const delay of linkDelaysMs ?? []) {
+    for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs: delay });
   }
   specs.push({ ...common, kind: 'transformers', exportDir, spinning: true }, { ...common, kind: 'transformers', exportDir });
   if (llama) {
@@ -164,7 +174,7 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
 
 const started = performance.now();
 if (values.cold) await rm(CACHE, { recursive: true, force: true });
-log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens, ${repeats} rounds${linkDelayMs !== undefined ? `, link delay ${linkDelayMs} ms RTT` : ''}`);
+log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens, ${repeats} rounds${linkDelaysMs ? `, link delay ${linkDelaysMs.join(', ')} ms RTT` : ''}`);
 const meshnetWeights = meshnetWeightsInThisBuild();
 log(`meshnet weight formats: ${meshnetWeights.available.join(', ')}${meshnetWeights.unavailable.length ? `; ${meshnetWeights.unavailable.map((u) => `${u.weights} ${u.reason}`).join('; ')}` : ''}`);
 const llamaCpp: LlamaCppInstall = values['skip-llama-cpp']
@@ -187,6 +197,7 @@ const report: BenchReport = summarize({
   decodeTokens,
   repeats,
   linkDelayMs,
+  linkDelaysMs,
   machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '', totalMemoryBytes: os.totalmem(), node: process.version, platform: `${os.platform()} ${os.release()}` },
   bandwidth,
   llamaCpp: llamaCpp.ok ? { version: NODE_LLAMA_CPP_VERSION, status: 'measured' } : { version: NODE_LLAMA_CPP_VERSION, status: 'skipped', reason: llamaCpp.reason },
