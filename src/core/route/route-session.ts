@@ -18,7 +18,7 @@ import type { TextTokenizer } from '../model/tokenizer.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import { isLinkFailure } from '../runtime/peer-link.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
-import { Sampler, StopChecker, StopStringMatcher, type FinishReason, type SamplingParams } from '../sampling/index.ts';
+import { Sampler, StopChecker, StopStringMatcher, type FinishReason, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import { isProtocolError } from '../../shared/protocol-error.ts';
 import { backoffDelays } from './backoff.ts';
 import { HopHistory } from './hop-history.ts';
@@ -31,6 +31,11 @@ export interface RouteSessionRequest {
   readonly promptIds: readonly number[];
   readonly params: SamplingParams;
   readonly stopStrings?: readonly string[];
+  /**
+   * Restricts every sampled token (JSON schema, tool-call grammar). The session owns it from
+   * here: it asks for each step's mask, reports each chosen token, and disposes it at close.
+   */
+  readonly constraint?: TokenConstraint;
 }
 
 export interface RouteSessionDeps {
@@ -136,7 +141,9 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       let position = this.request.promptIds.length;
       for (;;) {
         signal.throwIfAborted();
-        const token = sampler.sample(await this.deps.head.logits(hidden), { prompt: this.request.promptIds, generated });
+        const logits = await this.deps.head.logits(hidden);
+        const token = sampler.sample(logits, { prompt: this.request.promptIds, generated }, await this.request.constraint?.nextMask());
+        this.request.constraint?.accept(token.tokenId);
         generated.push(token.tokenId);
         this.telemetry.completionTokens = generated.length;
         this.telemetry.timeToFirstTokenMs ??= this.now() - this.telemetry.startedAt;
@@ -186,6 +193,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
 
   private async runClose(outcome: 'finished' | 'cancelled' | 'error'): Promise<void> {
     if (!this.controller.signal.aborted) this.controller.abort(new DOMException('the session closed', 'AbortError'));
+    this.request.constraint?.dispose();
     this.telemetry.outcome = outcome;
     const timeout = this.deps.releaseTimeoutMs ?? 5000;
     await Promise.all(

@@ -17,6 +17,13 @@ export {
   type CandidateSet,
   type FilterParams,
 } from './candidates.ts';
+export {
+  ConstraintViolationError,
+  applyTokenMask,
+  maskAllows,
+  type TokenConstraint,
+  type TokenMask,
+} from './constraint.ts';
 export { Sampler, type SampledToken, type TokenLogprob } from './sampler.ts';
 export {
   StopChecker,

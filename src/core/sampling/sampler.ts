@@ -5,6 +5,7 @@
  */
 
 import { createCandidateScratch, selectCandidates, type CandidateScratch } from './candidates.ts';
+import { applyTokenMask, type TokenMask } from './constraint.ts';
 import { applyPenalties, type TokenHistory } from './penalties.ts';
 import { validateSamplingParams, type SamplingParams } from './params.ts';
 import { createRng, type Rng, type RngState } from './rng.ts';
@@ -17,9 +18,10 @@ export interface TokenLogprob {
 }
 
 /**
- * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties and
- * BEFORE temperature / top-k / top-p / min-p: the model's distribution as adjusted by the
- * penalties, independent of how adventurous the sampling was. (OpenAI reports the raw model
+ * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties (and
+ * the constraint mask, when one is given) and BEFORE temperature / top-k / top-p / min-p: the
+ * model's distribution as adjusted by the penalties and restricted to what the output format
+ * allows, independent of how adventurous the sampling was. (OpenAI reports the raw model
  * distribution; we include penalties because they are part of what the request asked the model to
  * score.) exp(logprob) summed over the whole vocabulary is 1.
  */
@@ -35,8 +37,8 @@ export interface SampledToken extends TokenLogprob {
  * Samples one sequence's tokens. Not shared between sequences: it owns scratch buffers of
  * O(vocabSize) and the RNG whose position advances by exactly one draw per non-greedy sample.
  *
- * Pipeline: penalties → (temperature 0: argmax, ties to the lowest id, no RNG draw) →
- * temperature → top-k → softmax → top-p → min-p → renormalize → draw.
+ * Pipeline: penalties → constraint mask → (temperature 0: argmax, ties to the lowest id, no RNG
+ * draw) → temperature → top-k → softmax → top-p → min-p → renormalize → draw.
  */
 export class Sampler {
   readonly params: SamplingParams;
@@ -74,8 +76,10 @@ export class Sampler {
    * Chooses the next token from `logits` ([vocab], read only, never modified). -Infinity marks a
    * banned token; NaN or +Infinity throws RangeError, as does a length other than vocabSize, a
    * history id outside the vocabulary, or every logit being -Infinity.
+   * `mask` (a {@link TokenMask} from the sequence's constraint) bans every token it does not
+   * allow; the draw, greedy choice and logprobs all see only the allowed tokens.
    */
-  sample(logits: Float32Array, history: TokenHistory): SampledToken {
+  sample(logits: Float32Array, history: TokenHistory, mask?: TokenMask): SampledToken {
     const { params, vocabSize, penalized } = this;
     if (logits.length !== vocabSize) {
       throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
@@ -86,6 +90,7 @@ export class Sampler {
       penalized[i] = l;
     }
     applyPenalties(penalized, history, params, this.counts);
+    if (mask) applyTokenMask(penalized, mask);
 
     // One pass: argmax (strict > keeps the lowest id on ties) and the log-softmax normalizer.
     let best = -1;
@@ -98,7 +103,7 @@ export class Sampler {
     }
     if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
     let sum = 0;
-    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max);
+    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max); // exp(-Infinity) = 0
     const logNormalizer = max + Math.log(sum);
 
     const tokenId = params.temperature === 0 ? best : this.draw();
