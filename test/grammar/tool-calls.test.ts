@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import Ajv from 'ajv';
+import { Ajv } from 'ajv';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTokenizer } from '../../src/core/model/tokenizer.ts';
 import { planStructuredChat } from '../../src/core/model/structured-output.ts';

@@ -1,4 +1,4 @@
-import Ajv from 'ajv';
+import { Ajv } from 'ajv';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GrammarError } from '../../src/core/sampling/grammar/output-grammar.ts';
 import { XGrammarEngine } from '../../src/core/sampling/grammar/xgrammar-engine.ts';

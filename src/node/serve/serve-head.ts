@@ -24,6 +24,8 @@ import { serviceUnavailable, unauthorized, unknownPath } from '../openai/errors.
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
 import { parseHeadLayers } from '../cli/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
+import { createGrammarEngine } from '../../core/model/structured-output.ts';
+import { loadXGrammar } from '../xgrammar-node.ts';
 
 export interface ServeOptions {
   readonly model: string; // folder, Hub id or 'demo'
@@ -74,6 +76,8 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
   const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
   const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
+  // JSON mode, JSON schema and tool calls; its WebAssembly loads on the first such request.
+  const grammar = stopTokenIds.length > 0 ? createGrammarEngine(loadXGrammar, tokenizer, config.vocabSize, stopTokenIds) : undefined;
 
   const head = await startHead({
     model,
@@ -108,6 +112,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         tracker,
         contextLength,
         stopTokenIds,
+        grammar,
         waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
         defaultMaxTokens: Math.min(512, contextLength),
@@ -156,6 +161,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       feed.close();
       await head.close();
       await peers?.close();
+      grammar?.dispose();
     },
   };
 }
