@@ -102,6 +102,36 @@ describe('tool-call grammars on the Qwen2.5 vocabulary', () => {
     expect(() => toolCallGrammar(TOOL_CALL_FORMATS.hermes, [weather], { type: 'function', name: 'nope' }, true)).toThrow(RangeError);
   });
 
+  it('auto with a JSON response_format: the answer is calls or that JSON (any object for json_object)', async () => {
+    for (const responseFormat of [{ type: 'json_object' }, { type: 'json_schema', name: 'r', schema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false } }] as const) {
+      const plan = planStructuredChat(tokenizer, { messages: [{ role: 'user', content: 'x' }], tools: { tools: [time], choice: { type: 'auto' }, parallel: true }, responseFormat });
+      const kinds = new Set<string>();
+      for (const seed of [1, 2, 3, 4, 5, 6]) {
+        const constraint = await engine.constraint(plan.grammar!);
+        const out = await randomWalk(constraint, QWEN_VOCAB, seed, 300);
+        const finished = constraint.finished;
+        constraint.dispose();
+        const answer = tokenizer.decode(out.slice(0, finished ? -1 : undefined));
+        const { parser } = parseAll(answer);
+        if (parser.calls.length > 0) {
+          kinds.add('calls');
+          expect(parser.text.trim()).toBe('');
+        } else if (finished) {
+          kinds.add('json');
+          const value = JSON.parse(answer) as Record<string, unknown>;
+          if (responseFormat.type === 'json_schema') expect(Object.keys(value)).toEqual(['ok']);
+        } else {
+          expect(answer.startsWith('{')).toBe(true); // an open-ended object still being written
+        }
+      }
+      expect(kinds.size).toBeGreaterThan(0);
+    }
+    // In JSON mode inside a structural tag, objects may have keys (not only `{}`).
+    const constraint = await engine.constraint(planStructuredChat(tokenizer, { messages: [{ role: 'user', content: 'x' }], tools: { tools: [time], choice: { type: 'auto' }, parallel: true }, responseFormat: { type: 'json_object' } }).grammar!);
+    for (const id of tokenizer.encode('{"any": 1}', { addSpecialTokens: false })) constraint.accept(id);
+    constraint.dispose();
+  });
+
   it('auto: text is free until the trigger, then the call is constrained', async () => {
     const grammar = { kind: 'structural_tag', format: toolCallGrammar(TOOL_CALL_FORMATS.hermes, [weather], { type: 'auto' }, true) } as const;
     const constraint = await engine.constraint(grammar);

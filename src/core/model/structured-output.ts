@@ -8,7 +8,8 @@
  * Choices (where OpenAI leaves room):
  * - `tool_choice: none` does not show the tools to the model (the history's calls and results
  *   still render), and its answer is plain text.
- * - `auto` with a JSON `response_format`: the answer is either tool calls or that JSON.
+ * - `auto` with a JSON `response_format`: the answer is either tool calls or that JSON (one
+ *   call in formats without a list wrapper; see `toolCallGrammar`).
  * - `strict` is accepted and the schema is always enforced (as vLLM does); properties the
  *   schema does not name are never generated.
  */
@@ -72,8 +73,7 @@ export function planStructuredChat(tokenizer: TextTokenizer, request: Structured
   if (!offered) return { prompt, grammar: jsonGrammar(request.responseFormat) };
 
   const json = request.responseFormat ? jsonNode(request.responseFormat) : undefined;
-  const calls = toolCallGrammar(format, tools.tools, json && tools.choice.type === 'auto' ? { type: 'required' } : tools.choice, tools.parallel);
-  const shape: StructuralFormat = json && tools.choice.type === 'auto' ? { type: 'or', elements: [calls, json] } : calls;
+  const shape = toolCallGrammar(format, tools.tools, tools.choice, tools.parallel, json);
   return { prompt, grammar: { kind: 'structural_tag', format: shape }, toolFormat: format };
 }
 

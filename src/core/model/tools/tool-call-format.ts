@@ -115,9 +115,18 @@ function argumentsSchema(tool: ToolFunction): StructuralFormat {
  * The grammar of an answer with `tools` under `choice` (not `none`: that answer has no tool
  * grammar). `auto`: free text, and each trigger starts a call to one of the tools; `required`:
  * only calls, at least one; `function`: only calls to that tool. `parallel: false` allows one
- * call. Throws RangeError when `tools` is empty or the named function is not among them.
+ * call. With `orJson` (a JSON `response_format` under `auto`) the answer is calls or that JSON;
+ * xgrammar 0.1.27 accepts a repeated list inside an alternative only within a tag, so formats
+ * without a list wrapper (hermes, llama3_json) then allow one call.
+ * Throws RangeError when `tools` is empty or the named function is not among them.
  */
-export function toolCallGrammar(format: ToolCallFormat, tools: readonly ToolFunction[], choice: Exclude<ToolChoice, { type: 'none' }>, parallel: boolean): StructuralFormat {
+export function toolCallGrammar(
+  format: ToolCallFormat,
+  tools: readonly ToolFunction[],
+  choice: Exclude<ToolChoice, { type: 'none' }>,
+  parallel: boolean,
+  orJson?: StructuralFormat,
+): StructuralFormat {
   const { syntax } = format;
   const chosen = choice.type === 'function' ? tools.filter((t) => t.name === choice.name) : tools;
   if (chosen.length === 0) {
@@ -130,6 +139,10 @@ export function toolCallGrammar(format: ToolCallFormat, tools: readonly ToolFunc
     end: syntax.callClose,
   }));
   const calls: StructuralFormat = { type: 'tags_with_separator', tags, separator: syntax.separator, at_least_one: true, stop_after_first: !parallel };
+  if (orJson && choice.type === 'auto') {
+    const list: TagFormat = { type: 'tag', begin: syntax.listOpen, content: calls, end: syntax.listClose };
+    return { type: 'or', elements: syntax.listOpen === '' ? [...tags, orJson] : [list, orJson] };
+  }
   if (syntax.listOpen === '') {
     if (choice.type !== 'auto') return calls;
     return { type: 'triggered_tags', triggers: [syntax.trigger], tags, stop_after_first: !parallel };

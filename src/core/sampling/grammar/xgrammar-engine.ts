@@ -156,7 +156,8 @@ export class XGrammarEngine implements GrammarEngine {
   private conversionError(error: unknown): GrammarError {
     const printed = this.converter?.lastError();
     this.converter = undefined; // aborted (or possibly so): the next conversion gets a new instance
-    const detail = printed ?? (error instanceof Error ? error.message : String(error));
+    // A C++ exception reaches JavaScript as a bare number (a pointer) with nothing printed.
+    const detail = printed ?? (error instanceof Error ? error.message : 'xgrammar cannot convert this grammar (an unsupported combination of formats)');
     return new GrammarError(detail);
   }
 }
