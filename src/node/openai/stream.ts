@@ -15,6 +15,7 @@ import type { SessionEvent } from '../../core/route/route-types.ts';
 import {
   type ChatToolCallDelta,
   type ChatCompletionChunk,
+  type ChatLogprobs,
   type ChosenToken,
   type GenerationResult,
   type ResponseMeta,
@@ -82,7 +83,7 @@ export class ChatStreamBuilder extends StreamBuilder<ChatCompletionChunk> {
 
   protected onToken(token: ChosenToken): ChatCompletionChunk[] {
     const { logprobs, tokenText, tools } = this.options;
-    if (tools) return this.toolChunks(tools.token(token.tokenId, token.text));
+    if (tools) return this.toolChunks(tools.token(token.tokenId, token.text), logprobs ? chatLogprobs([token], tokenText) : null);
     if (token.text === '' && !logprobs) return [];
     return [this.choice({ content: token.text }, logprobs ? chatLogprobs([token], tokenText) : null, null)];
   }
@@ -98,12 +99,17 @@ export class ChatStreamBuilder extends StreamBuilder<ChatCompletionChunk> {
     return chunks;
   }
 
-  /** Content and tool-call deltas for parsed events (consecutive argument pieces merged). */
-  private toolChunks(events: readonly ToolStreamEvent[]): ChatCompletionChunk[] {
+  /**
+   * Content and tool-call deltas for parsed events. `logprobs` (of the token these events came
+   * from) ride on its first content delta; tokens inside a call report none.
+   */
+  private toolChunks(events: readonly ToolStreamEvent[], logprobs: ChatLogprobs | null = null): ChatCompletionChunk[] {
     const chunks: ChatCompletionChunk[] = [];
+    let pending = logprobs;
     for (const event of events) {
       if (event.type === 'content') {
-        chunks.push(this.choice({ content: event.text }, null, null));
+        chunks.push(this.choice({ content: event.text }, pending, null));
+        pending = null;
         continue;
       }
       const delta: ChatToolCallDelta =
