@@ -10,7 +10,19 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 2, minor: 0 } as const;
+
+/*
+ * Protocol history (version → what changed):
+ * - 1.0: hello/welcome, assign/ready, release/released, error, stats, ping/pong; 48-byte
+ *   activation frames. A direct link was dialled at `listenUrl?token=<join token>`.
+ * - 2.0: direct links carry no secret: the head dials the host the peer's relay socket came
+ *   from (or one `--allow-peer-hosts` names) at the announced port and path, and proves it
+ *   holds the join token in a `challenge` → `authenticate` → `authenticated` handshake
+ *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
+ *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
+ *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
+ */
 
 export interface ProtocolVersion {
   readonly major: number;
@@ -41,6 +53,7 @@ export const ERROR_CODES = {
   cancelled: 'the request was cancelled before it finished',
   route_unavailable: 'no peer (or head) can serve a layer range the route needs',
   unknown_kind: 'a control message or frame kind the receiver does not know',
+  peer_id_taken: 'another connected peer holds this peer id (and still answers a ping); the id head is reserved',
 } as const satisfies Record<string, string>;
 
 /** A wire error code: one of the keys of `ERROR_CODES`. */

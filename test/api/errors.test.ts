@@ -154,9 +154,11 @@ describe('404', () => {
     const { status, json } = await postRaw(v1(guarded, 'embeddings'), JSON.stringify({ model, input: 'x' }), auth);
     expect(status).toBe(404);
     expect(errorBody(json)).toMatchObject({ type: 'invalid_request_error', message: 'Invalid URL (POST /v1/embeddings)' });
-    const outside = await fetch(`${guarded.head.url}nothing/here`);
+    const outside = await fetch(`${guarded.head.url}nothing/here`, { headers: auth });
     expect(outside.status).toBe(404);
     errorBody(await outside.json());
+    // Default-deny: without the key an unknown path is a 401, like every route off the open list.
+    expect((await fetch(`${guarded.head.url}nothing/here`)).status).toBe(401);
   });
 });
 

@@ -1,6 +1,7 @@
 /** `meshnet serve`: the head worker — OpenAI API, peers, dashboard. Runs until interrupted. */
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { normalizeHost } from '../../core/route/dial-target.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { parseChoice, parseInteger, UsageError } from './args.ts';
 
@@ -11,6 +12,10 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --host H             address to listen on (default 127.0.0.1)
   --local-peers N      spawn N Node peer processes on loopback (default 0)
   --link relay|direct  how the head reaches peers (default relay)
+  --allow-peer-hosts H[,H]  with --link direct, hosts a peer may announce in its listen
+                       URL (default: the head dials the address the peer connected from)
+  --peer-ping-timeout MS  a peer id already in use is refused while its holder answers a
+                       ping within MS; a silent holder is replaced (default 3000)
   --head-layers L      auto|none|START:END: layers the head holds itself (default auto)
   --api-key K          require this key for /v1, /api and the dashboard
   --join-token T       peers must present this token (default: generated and printed)
@@ -22,6 +27,16 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --dtype fp32|fp16    activation dtype (default fp32)
   --threads N          onnxruntime threads per session`;
 
+/** `H[,H]` → hosts as URL.hostname spells them; a malformed one is a usage error. */
+function parseHostList(flag: string, value: string | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  return value.split(',').map((raw) => {
+    const host = normalizeHost(raw.trim());
+    if (host === undefined) throw new UsageError(`--${flag}: '${raw}' is not a host name or address (no port, no scheme)`);
+    return host;
+  });
+}
+
 export async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
@@ -31,6 +46,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       host: { type: 'string' },
       'local-peers': { type: 'string' },
       link: { type: 'string' },
+      'allow-peer-hosts': { type: 'string' },
+      'peer-ping-timeout': { type: 'string' },
       'head-layers': { type: 'string' },
       'api-key': { type: 'string' },
       'join-token': { type: 'string' },
@@ -46,6 +63,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
   });
   const headLayers = values['head-layers'] ?? 'auto';
   if (!/^(auto|none|\d+:\d+)$/.test(headLayers)) throw new UsageError(`--head-layers: '${headLayers}' is not auto, none or START:END`);
+  if (values['api-key'] === '') throw new UsageError('--api-key is empty: give a key, or leave the flag out to serve without one');
+  if (values['join-token'] === '') throw new UsageError('--join-token is empty: give a token, or leave the flag out to have one generated');
+  const allowPeerHosts = parseHostList('allow-peer-hosts', values['allow-peer-hosts']);
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
   const serving = await serveHead({
     model: values.model ?? 'demo',
@@ -53,6 +73,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     host: values.host ?? '127.0.0.1',
     localPeers: parseInteger('local-peers', values['local-peers'], 0),
     link: parseChoice('link', values.link, ['relay', 'direct'] as const, 'relay'),
+    allowPeerHosts,
+    peerPingTimeoutMs: parseInteger('peer-ping-timeout', values['peer-ping-timeout'], 3000, 1),
     headLayers,
     apiKey: values['api-key'],
     joinToken: values['join-token'],

@@ -1,7 +1,8 @@
 /**
  * `GET /artifacts/<modelKey>/<part>/<file>`: peers fetch the shard artifact they were
  * assigned — `manifest.json`, `graph.onnx` and the packed `weights.bin` (just that part's
- * weights). Guarded by the join token (header `x-meshnet-token` or `?token=`).
+ * weights). Guarded by the join token in the `x-meshnet-token` header (never the URL: URLs
+ * end up in logs and proxies), so `--api-key` leaves these routes to this check.
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -26,7 +27,7 @@ export function mountArtifactRoutes(app: H3, model: LocalModel, joinToken: strin
   app.get('/artifacts/:key/:part/:file', async (event) => {
     const request = event.req;
     if (joinToken !== undefined) {
-      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token') ?? undefined;
+      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? undefined;
       const local = allowLoopbackWithoutToken && given === undefined && isLoopbackAddress((request as { ip?: string }).ip);
       if (!local && !sameToken(given ?? '', joinToken)) return json(401, 'a valid join token is required to fetch artifacts');
     }

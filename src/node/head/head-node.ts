@@ -41,6 +41,10 @@ export interface HeadOptions {
    */
   readonly joinToken?: string | null;
   readonly link: 'relay' | 'direct';
+  /** A peer id's holder that does not answer a ping within this is replaced by a newcomer with its id (default 3000). */
+  readonly peerPingTimeoutMs?: number;
+  /** Hosts a peer may announce for direct links (default: only the address it connected from). */
+  readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange;
   readonly dtype: ActivationDtype;
   readonly device: string;
@@ -112,7 +116,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
-  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
+  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
   app.get('/peer/ws', gateway.handler);
   mountArtifactRoutes(app, model, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);

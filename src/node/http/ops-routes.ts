@@ -1,6 +1,6 @@
 /**
  * Operations endpoints: `/health` (open; 200 as soon as the server listens, readiness in
- * the body), `/metrics` (open; Prometheus text), `/api/state` and `/api/events` (SSE, one
+ * the body), `/health/live` (open; liveness, always 200), `/metrics` (open; Prometheus text), `/api/state` and `/api/events` (SSE, one
  * named event per MeshEvent kind, a snapshot first) for the dashboard.
  */
 import type { H3 } from 'h3';
@@ -21,6 +21,9 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
     const peers = head.mesh.peers.map((p) => ({ id: p.id, runtime: p.runtime, device: p.device ?? p.executionProvider, layers: p.ranges.map((r) => [r.start, r.end]) }));
     return jsonResponse({ status: 'ok', model: head.name, ready: route.ready, route, peers });
   });
+
+  // Liveness: 200 while the process serves HTTP, whatever the mesh is doing (open, like /health).
+  app.get('/health/live', () => jsonResponse({ status: 'ok' }));
 
   app.get('/metrics', () => new Response(metrics.render(), { headers: { 'content-type': PROMETHEUS_CONTENT_TYPE } }));
 

@@ -11,7 +11,7 @@ import { startHead, type HeadContext, type RunningHead } from '../head/head-node
 import { feedMeshState } from '../head/mesh-feed.ts';
 import { SessionTracker } from '../head/session-tracker.ts';
 import { MeshStateStore } from '../head/state-store.ts';
-import { isAuthorized, isGuardedPath, KEY_COOKIE } from '../http/auth.ts';
+import { CATCH_ALL_ROUTE, isAuthorized, isOpenRequest, KEY_COOKIE, matchedRoute } from '../http/auth.ts';
 import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
@@ -33,6 +33,10 @@ export interface ServeOptions {
   readonly host: string;
   readonly localPeers: number;
   readonly link: 'relay' | 'direct';
+  /** `--peer-ping-timeout`: a duplicate peer id is refused while its holder answers a ping this fast. */
+  readonly peerPingTimeoutMs?: number;
+  /** `--allow-peer-hosts`: hosts peers may announce for direct links. */
+  readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange | string;
   readonly apiKey?: string;
   readonly joinToken?: string | null;
@@ -64,6 +68,8 @@ export interface ServingHead {
 
 export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const log = options.log ?? (() => {});
+  if (options.apiKey === '') throw new Error('the API key is empty: give a non-empty --api-key, or none to serve without one');
+  if (options.joinToken === '') throw new Error('the join token is empty: give a non-empty --join-token, or none to have one generated');
   const resolved = await resolveModel(options.model);
   const model = await openLocalModel(resolved.dir);
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
@@ -87,6 +93,8 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     host: options.host,
     joinToken: options.joinToken,
     link: options.link,
+    allowPeerHosts: options.allowPeerHosts,
+    peerPingTimeoutMs: options.peerPingTimeoutMs,
     headLayers,
     dtype: options.dtype,
     device: options.device,
@@ -95,14 +103,15 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     log,
     mount(app, ctx) {
       app.use((event, next) => {
-        const url = new URL(event.req.url);
-        if (!isGuardedPath(url.pathname)) return next();
+        if (isOpenRequest(event)) return next();
+        const route = matchedRoute(event);
         if (!isAuthorized(event.req, options.apiKey)) {
-          metrics.requestFinished(url.pathname.startsWith('/v1/') ? url.pathname : url.pathname.split('/').slice(0, 2).join('/'), 401);
+          // Label by route pattern, never by the raw path (a client could mint endless series).
+          metrics.requestFinished(route === undefined || route === CATCH_ALL_ROUTE ? 'unknown' : route, 401);
           return errorResponse(unauthorized());
         }
-        const key = url.searchParams.get('key');
-        if (key && url.pathname.startsWith('/dashboard')) {
+        const key = new URL(event.req.url).searchParams.get('key');
+        if (key && route?.startsWith('/dashboard')) {
           event.res.headers.append('set-cookie', `${KEY_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; SameSite=Strict`);
         }
         return next();
@@ -123,7 +132,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       mountPeerPage(app);
       mountDashboard(app);
       options.mount?.(app, ctx);
-      app.all('/**', (event) => {
+      app.all(CATCH_ALL_ROUTE, (event) => {
         metrics.requestFinished('unknown', 404);
         return errorResponse(unknownPath(event.req.method, new URL(event.req.url).pathname));
       });
