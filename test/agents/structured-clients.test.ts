@@ -2,7 +2,8 @@
  * Structured outputs and tool calls through real clients, on a random-weight Qwen2 model with
  * the real Qwen2.5-Instruct tokenizer and template (test/fixtures/qwen-chat-model.ts): the
  * grammar alone makes random weights answer valid, schema-conforming JSON and tool calls.
- * One head serves every test of this file (every layer in the head process).
+ * One head serves every test of this file (every layer in the head process). Every body and
+ * stream chunk is checked against the OpenAI OpenAPI description (`specFetch`).
  */
 import path from 'node:path';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
@@ -17,6 +18,7 @@ import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { serveStories } from '../api/api-harness.ts';
 import { tempDir } from '../engine/harness.ts';
 import { writeQwenChatModel } from '../fixtures/qwen-chat-model.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 let home: { dir: string; remove: () => Promise<void> };
 let model: { dir: string; remove: () => Promise<void> };
@@ -32,7 +34,7 @@ beforeAll(async () => {
   serving = await serveStories({ model: model.dir });
   baseURL = `${serving.head.url}v1`;
   modelId = serving.modelId;
-  client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+  client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 120_000, fetch: specFetch });
 });
 
 afterAll(async () => {
@@ -175,7 +177,7 @@ describe('openai', () => {
 });
 
 describe('Vercel AI SDK (@ai-sdk/openai-compatible)', () => {
-  const provider = () => createOpenAICompatible({ name: 'meshnet', baseURL, supportsStructuredOutputs: true });
+  const provider = () => createOpenAICompatible({ name: 'meshnet', baseURL, supportsStructuredOutputs: true, fetch: specFetch });
 
   it('generateObject', async () => {
     const schema = z.object({ title: z.string().max(10), done: z.boolean(), priority: z.enum(['low', 'high']) });
@@ -220,7 +222,7 @@ describe('Vercel AI SDK (@ai-sdk/openai-compatible)', () => {
 });
 
 describe('LangChain (@langchain/openai)', () => {
-  const chat = () => new ChatOpenAI({ model: modelId, apiKey: 'unused', configuration: { baseURL }, maxRetries: 0, maxTokens: 1024, modelKwargs: { seed: 9 } });
+  const chat = () => new ChatOpenAI({ model: modelId, apiKey: 'unused', configuration: { baseURL, fetch: specFetch }, maxRetries: 0, maxTokens: 1024, modelKwargs: { seed: 9 } });
 
   it('withStructuredOutput', async () => {
     const schema = z.object({ city: z.string().max(10), rainy: z.boolean() });

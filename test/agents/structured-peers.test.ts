@@ -11,6 +11,7 @@ import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { serveStories } from '../api/api-harness.ts';
 import { tempDir } from '../engine/harness.ts';
 import { writeQwenChatModel } from '../fixtures/qwen-chat-model.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 let home: { dir: string; remove: () => Promise<void> };
 let model: { dir: string; remove: () => Promise<void> };
@@ -23,7 +24,7 @@ beforeAll(async () => {
   model = await writeQwenChatModel();
   serving = await serveStories({ model: model.dir, headLayers: 'none', localPeers: 2, link: 'direct' });
   await serving.head.waitForPeers(2, 60_000);
-  client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+  client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000, fetch: specFetch });
 });
 
 afterAll(async () => {

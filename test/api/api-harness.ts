@@ -8,6 +8,7 @@ import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { STORIES_DIR } from '../engine/harness.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 export { STORIES_DIR };
 
@@ -33,9 +34,12 @@ export function serveStories(extra: Partial<ServeOptions> = {}): Promise<Serving
   });
 }
 
-/** The official client against `serving` (no retries: a refusal must surface as it is). */
+/**
+ * The official client against `serving` (no retries: a refusal must surface as it is). Every
+ * body and stream chunk it receives is checked against the OpenAI spec (`specFetch`).
+ */
 export function clientFor(serving: ServingHead, apiKey = 'unused'): OpenAI {
-  return new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey, maxRetries: 0, timeout: 60_000 });
+  return new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey, maxRetries: 0, timeout: 60_000, fetch: specFetch });
 }
 
 /** Whatever `fn` throws (fails the test when it does not throw). */
@@ -48,9 +52,9 @@ export async function thrown(fn: () => Promise<unknown>): Promise<unknown> {
   throw new Error('expected the call to fail');
 }
 
-/** POST `body` (already a string) as JSON and return status, headers and parsed body. */
+/** POST `body` (already a string) as JSON and return status, headers and parsed body (checked against the spec). */
 export async function postRaw(url: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown; headers: Headers }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const response = await specFetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   const text = await response.text();
   let json: unknown;
   try {

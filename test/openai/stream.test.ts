@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { TOOL_CALL_FORMATS } from '../../src/core/model/tools/tool-call-format.ts';
 import { ToolCallStream } from '../../src/core/model/tools/tool-call-stream.ts';
 import type { SessionEvent } from '../../src/core/route/route-types.ts';
-import type { ResponseMeta } from '../../src/node/openai/responses.ts';
+import { expectSpec } from '../openapi/spec-fetch.ts';
+import { COMPLETION_STREAM_CHUNK } from '../openapi/spec-schemas.ts';
+import { chatCompletion, type ResponseMeta } from '../../src/node/openai/responses.ts';
 import {
   ChatStreamBuilder,
   CompletionStreamBuilder,
@@ -50,9 +52,11 @@ describe('chat stream', () => {
     expect(chunks.map((c) => c.choices[0].delta)).toEqual([{ role: 'assistant', content: '' }, { content: 't1' }, { content: '' }, { content: 't2' }, {}]);
     expect(chunks[1].choices[0].logprobs).toStrictEqual({
       content: [{ token: 't1', logprob: -0.5, bytes: [116, 49], top_logprobs: [{ token: 't1', logprob: -0.5, bytes: [116, 49] }] }],
+      refusal: null,
     });
     expect(chunks[2].choices[0].logprobs).toStrictEqual({
       content: [{ token: 't2', logprob: -1, bytes: [116, 50], top_logprobs: [{ token: 't9', logprob: -0.25, bytes: [116, 57] }] }],
+      refusal: null,
     });
     expect(chunks[0].choices[0].logprobs).toBeNull();
     expect(chunks[3].choices[0].logprobs).toBeNull();
@@ -86,6 +90,14 @@ describe('chat stream', () => {
   });
 });
 
+describe('every chunk conforms to the OpenAI spec', () => {
+  const combos = [false, true].flatMap((includeUsage) => [false, true].map((logprobs) => options(includeUsage, logprobs)));
+  it.each(combos.map((o) => [o.includeUsage, o.logprobs, o]))('include_usage %s, logprobs %s', (_u, _l, o) => {
+    for (const chunk of chatStreamChunks(events, o)) expectSpec('CreateChatCompletionStreamResponse', chunk);
+    for (const chunk of completionStreamChunks(events, o)) expectSpec(COMPLETION_STREAM_CHUNK, chunk);
+  });
+});
+
 describe('completion stream', () => {
   it('text chunks, tail, final chunk with empty text', () => {
     expect(completionStreamChunks(events, options(false, false))).toStrictEqual([
@@ -95,9 +107,9 @@ describe('completion stream', () => {
     ]);
   });
 
-  it('with include_usage: usage null, then a usage chunk with no choices', () => {
+  it('with include_usage: no usage key (the spec has no null usage here), then a usage chunk with no choices', () => {
     const chunks = completionStreamChunks(events, options(true, false));
-    expect(chunks.map((c) => c.usage)).toEqual([null, null, null, usage]);
+    expect(chunks.map((c) => 'usage' in c)).toEqual([false, false, false, true]);
     expect(chunks[3]).toStrictEqual({ ...textHead, choices: [], usage });
   });
 
@@ -116,12 +128,12 @@ describe('completion stream', () => {
   });
 });
 
-describe('collectGeneration', () => {
-  async function* from(list: SessionEvent[], thenThrow?: Error): AsyncGenerator<SessionEvent> {
-    yield* list;
-    if (thenThrow) throw thenThrow;
-  }
+async function* from(list: SessionEvent[], thenThrow?: Error): AsyncGenerator<SessionEvent> {
+  yield* list;
+  if (thenThrow) throw thenThrow;
+}
 
+describe('collectGeneration', () => {
   it('joins token texts and the tail, keeps tokens and usage', async () => {
     const result = await collectGeneration(from(events));
     expect(result.text).toBe('t1t2');
@@ -155,6 +167,17 @@ describe('chat stream with tool calls', () => {
     expect(JSON.parse(args)).toEqual({ zone: 'utc' });
     expect(chunks.at(-1)!.choices[0].finish_reason).toBe('tool_calls');
     expect(tools.calls).toEqual([{ id: 'call_1', name: 'get_time', arguments: '{"zone": "utc"}' }]);
+    for (const chunk of chunks) expectSpec('CreateChatCompletionStreamResponse', chunk);
+  });
+
+  it('the whole answer: tool_calls in the message, content null without other text, finish tool_calls', async () => {
+    const events: SessionEvent[] = [...answer.slice(1).map((text, i) => tok(i + 10, text)), { type: 'done', finishReason: 'stop', text: '', usage: { promptTokens: 3, completionTokens: 5 } }];
+    const result = await collectGeneration(from(events));
+    const read = new ToolCallStream(TOOL_CALL_FORMATS.hermes, specials, () => 'call_1').read(result.tokens, result.text);
+    const body = chatCompletion(meta, result, undefined, read);
+    expect(body.choices[0].message).toEqual({ role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_time', arguments: '{"zone": "utc"}' } }] });
+    expect(body.choices[0].finish_reason).toBe('tool_calls');
+    expectSpec('CreateChatCompletionResponse', body);
   });
 
   it('a call cut by the token budget still finishes as length', () => {

@@ -271,9 +271,11 @@ describe('the open list stays open', () => {
     }
   });
 
-  it('a CORS preflight passes the key check (no CORS handler yet: the 404); a bare OPTIONS does not', async () => {
-    const preflight = await send('/v1/chat/completions', { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'POST' } });
-    expect(preflight.status).toBe(404);
+  it('a CORS preflight passes the key check (answered by the CORS edge: 204, or 403 for an origin --cors does not allow); a bare OPTIONS does not', async () => {
+    const preflight = await send('/v1/chat/completions', { method: 'OPTIONS', headers: { origin: 'http://localhost:5173', 'access-control-request-method': 'POST' } });
+    expect(preflight.status).toBe(204);
+    const other = await send('/v1/chat/completions', { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'POST' } });
+    expect(other.status).toBe(403);
     expectUnauthorized(await send('/v1/chat/completions', { method: 'OPTIONS' }), 'OPTIONS without the preflight headers');
   });
 });

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { normalizeHost } from '../../core/route/dial-target.ts';
+import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { parseChoice, parseInteger, UsageError } from './args.ts';
 
@@ -18,6 +19,9 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
                        ping within MS; a silent holder is replaced (default 3000)
   --head-layers L      auto|none|START:END: layers the head holds itself (default auto)
   --api-key K          require this key for /v1, /api and the dashboard
+  --cors ORIGINS       origins whose pages may call the API: ORIGIN[,ORIGIN…] (scheme://host:*
+                       for any port), * for any, none for the head's own only (default
+                       ${DEFAULT_CORS})
   --join-token T       peers must present this token (default: generated and printed)
   --max-sessions N     concurrent sessions before 429 (default 8)
   --min-peers N        requests wait for N peers (Node or browser) to join…
@@ -50,6 +54,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'peer-ping-timeout': { type: 'string' },
       'head-layers': { type: 'string' },
       'api-key': { type: 'string' },
+      cors: { type: 'string' },
       'join-token': { type: 'string' },
       'max-sessions': { type: 'string' },
       'min-peers': { type: 'string' },
@@ -66,6 +71,14 @@ export async function serveCommand(argv: string[]): Promise<void> {
   if (values['api-key'] === '') throw new UsageError('--api-key is empty: give a key, or leave the flag out to serve without one');
   if (values['join-token'] === '') throw new UsageError('--join-token is empty: give a token, or leave the flag out to have one generated');
   const allowPeerHosts = parseHostList('allow-peer-hosts', values['allow-peer-hosts']);
+  if (values.cors !== undefined) {
+    try {
+      parseCorsOption(values.cors);
+    } catch (error) {
+      if (error instanceof CorsOptionError) throw new UsageError(error.message);
+      throw error;
+    }
+  }
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
   const serving = await serveHead({
     model: values.model ?? 'demo',
@@ -77,6 +90,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     peerPingTimeoutMs: parseInteger('peer-ping-timeout', values['peer-ping-timeout'], 3000, 1),
     headLayers,
     apiKey: values['api-key'],
+    cors: values.cors,
     joinToken: values['join-token'],
     maxSessions: parseInteger('max-sessions', values['max-sessions'], 8, 1),
     minPeers: parseInteger('min-peers', values['min-peers'], 0),

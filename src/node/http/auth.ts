@@ -49,8 +49,8 @@ export const OPEN_ROUTES: ReadonlySet<string> = new Set([
 /**
  * A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`. Browsers
  * never attach credentials to a preflight, so it must pass the key check (the actual request
- * that follows is checked). Today no CORS handler exists and a preflight gets the 404 of the
- * catch-all; the CORS handler answers it once it is mounted. This is the one exemption hook.
+ * that follows is checked). `edge-headers.ts` answers it (204 or 403) before the key check
+ * runs; this is the one exemption hook, kept here too in case the middleware order changes.
  */
 export function isPreflight(request: Request): boolean {
   return request.method === 'OPTIONS' && request.headers.has('origin') && request.headers.has('access-control-request-method');

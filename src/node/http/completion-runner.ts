@@ -1,8 +1,10 @@
 /**
- * One OpenAI completion request as a Route Session: build the sampling parameters, open
- * the session (with the client's disconnect signal), and answer as one JSON object or as an
- * SSE stream. The first event is awaited before any byte is sent, so a route that cannot
- * serve still gets its proper status (503) instead of a broken stream.
+ * One OpenAI completion request as a Route Session: build the sampling parameters, compile
+ * the answer's grammar (JSON schema, tool calls) into a token constraint, open the session
+ * (with the client's disconnect signal), and answer as one JSON object or as an SSE stream,
+ * written by the endpoint's {@link AnswerFormat}. The first event is awaited before any byte
+ * is sent, so a route that cannot serve still gets its proper status (503) instead of a
+ * broken stream.
  */
 import { randomUUID } from 'node:crypto';
 import type { ToolCallFormat } from '../../core/model/tools/tool-call-format.ts';
@@ -14,11 +16,12 @@ import type { SessionEvent } from '../../core/route/route-types.ts';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
-import { invalidRequest, mapError, toErrorBody, tooManyRequests } from '../openai/errors.ts';
+import { invalidRequest, mapError, tooManyRequests } from '../openai/errors.ts';
 import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
-import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
-import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
-import { errorResponse, jsonResponse } from './respond.ts';
+import { unixSeconds, type ResponseMeta } from '../openai/responses.ts';
+import { collectGeneration } from '../openai/stream.ts';
+import { type AnswerContext, type AnswerFormat, openAIFormat } from './answer-formats.ts';
+import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
@@ -31,18 +34,23 @@ export interface RunnerContext {
   readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
-
 async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
   if (first.done) return;
   yield first.value;
   for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
 }
 
-/** What a chat answer must look like and how to read tool calls out of it (`planStructuredChat`). */
+/** What the answer must look like and how to read tool calls out of it (`planStructuredChat`). */
 export interface OutputPlan {
   readonly grammar?: OutputGrammar;
   readonly toolFormat?: ToolCallFormat;
+}
+
+export interface RunOptions {
+  /** The grammar the session samples under and the tool-call format; none: free text. */
+  readonly plan?: OutputPlan;
+  /** How the endpoint writes its answer; chat and completions objects by default. */
+  readonly format?: (answer: AnswerContext) => AnswerFormat;
 }
 
 /** The grammar's constraint for one session; a schema the engine refuses is a 400. */
@@ -58,7 +66,12 @@ async function openConstraint(ctx: RunnerContext, request: OpenAIRequest, gramma
   }
 }
 
-export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal, output: OutputPlan = {}): Promise<Response> {
+/**
+ * Runs `request` on `promptIds`. The runner compiles the plan's grammar into the session's
+ * constraint (the session owns it from then on), opens the session and moves the bytes; the
+ * format writes every body and event, tool calls included.
+ */
+export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal, options: RunOptions = {}): Promise<Response> {
   await ctx.waitForPeers?.(clientSignal);
   const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
   const params = validateSamplingParams({
@@ -69,23 +82,24 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     topLogprobs: request.topLogprobs,
   });
   const uuid = randomUUID();
+  const { tokenizer } = ctx.head;
+  const toolFormat = options.plan?.toolFormat;
+  const answer = (options.format ?? ((a: AnswerContext) => openAIFormat(request, a)))({
+    tokenText: (id) => tokenizer.decode([id], { skipSpecialTokens: false }),
+    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens) } : {}),
+  });
   const meta: ResponseMeta = {
-    id: `${request.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${uuid.replaceAll('-', '')}`,
+    id: `${answer.idPrefix}${uuid.replaceAll('-', '')}`,
     created: unixSeconds(),
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
   };
+  // Compiling a new grammar can take a while; the session does not exist yet.
+  const constraint = await openConstraint(ctx, request, options.plan?.grammar);
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new DOMException('the client disconnected', 'AbortError'));
   if (clientSignal.aborted) onClientGone();
   else clientSignal.addEventListener('abort', onClientGone, { once: true });
-  let constraint: TokenConstraint | undefined;
-  try {
-    constraint = await openConstraint(ctx, request, output.grammar);
-  } catch (error) {
-    clientSignal.removeEventListener('abort', onClientGone);
-    throw error;
-  }
   let tracked: TrackedSession | undefined;
   const session: RouteSession = ctx.head.openSession({ sessionId: uuid, promptIds, params, stopStrings: request.stopStrings, constraint }, abort.signal, (t) => tracked?.onUpdate(t));
   tracked = ctx.tracker.begin(meta.id, session.telemetry);
@@ -99,20 +113,10 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     clientSignal.removeEventListener('abort', onClientGone);
     tracked!.finish(session.telemetry);
   };
-  const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
-  const toolStream = () => (output.toolFormat ? new ToolCallStream(output.toolFormat, ctx.head.tokenizer.specialTokens) : undefined);
 
   if (!request.stream) {
     try {
-      const result = await collectGeneration(session);
-      const tools = toolStream();
-      if (tools) {
-        for (const token of result.tokens) tools.token(token.tokenId, token.text);
-        tools.finish(result.text.slice(result.tokens.reduce((n, t) => n + t.text.length, 0)));
-      }
-      const answer = tools ? { content: tools.text, calls: tools.calls } : undefined;
-      const body = request.kind === 'chat' ? chatCompletion(meta, result, request.logprobs ? tokenText : undefined, answer) : textCompletion(meta, result, request.logprobs ? tokenText : undefined);
-      return jsonResponse(body);
+      return jsonResponse(answer.whole(meta, await collectGeneration(session)));
     } finally {
       done();
     }
@@ -126,18 +130,19 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     done();
     return errorResponse(error);
   }
-  const options = { meta, includeUsage: request.includeUsage, logprobs: request.logprobs, tokenText, tools: toolStream() };
-  const builder = request.kind === 'chat' ? new ChatStreamBuilder(options) : new CompletionStreamBuilder(options);
+  const stream = answer.stream(meta);
   const encoder = new TextEncoder();
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
-      const send = (text: string) => controller.enqueue(encoder.encode(text));
+      const send = (text: string) => {
+        if (text !== '') controller.enqueue(encoder.encode(text));
+      };
       try {
-        if (builder instanceof ChatStreamBuilder) for (const chunk of builder.start()) send(sseData(chunk));
-        for await (const event of replayFirst(first, iterator)) for (const chunk of builder.push(event)) send(sseData(chunk));
-        send(SSE_DONE);
+        send(stream.start());
+        for await (const event of replayFirst(first, iterator)) send(stream.push(event));
+        send(stream.end());
       } catch (error) {
-        if (!abort.signal.aborted) send(sseData(toErrorBody(mapError(error))));
+        if (!abort.signal.aborted) send(stream.fail(mapError(error)));
       } finally {
         done();
         try {

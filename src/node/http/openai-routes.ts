@@ -1,5 +1,5 @@
 /**
- * `/v1/models`, `/v1/chat/completions`, `/v1/completions` on h3. Each handler parses the
+ * `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/responses` on h3. Each handler parses the
  * body, renders and tokenizes the prompt, and hands over to the completion runner.
  */
 import type { H3, H3Event } from 'h3';
@@ -7,6 +7,7 @@ import { planStructuredChat } from '../../core/model/structured-output.ts';
 import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
 import { invalidRequest, modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
+import { answerResponses } from './responses-route.ts';
 import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
@@ -58,7 +59,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
       const parsed = parseChatRequest(await readJsonBody(request, options.bodyLimitBytes), head.name, defaults);
       const plan = planStructuredChat(head.tokenizer, { messages: parsed.messages, responseFormat: parsed.responseFormat, tools: parsed.tools });
       const promptIds = head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });
-      return runCompletion(options, parsed, promptIds, request.signal, plan);
+      return runCompletion(options, parsed, promptIds, request.signal, { plan });
     }),
   );
 
@@ -70,5 +71,10 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
       if (promptIds.length === 0) throw invalidRequest('The prompt is empty after tokenization.', 'prompt');
       return runCompletion(options, parsed, promptIds, request.signal);
     }),
+  );
+
+  app.post(
+    '/v1/responses',
+    counted('/v1/responses', (request) => answerResponses(options, defaults, options.bodyLimitBytes, request)),
   );
 }

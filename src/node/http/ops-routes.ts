@@ -8,7 +8,7 @@ import type { HeadContext } from '../head/head-node.ts';
 import type { MeshStateStore } from '../head/state-store.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../metrics/registry.ts';
-import { jsonResponse } from './respond.ts';
+import { jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore, metrics: HeadMetrics): void {
   app.get('/health', () => {
@@ -62,6 +62,6 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
         clearInterval(keepAlive);
       },
     });
-    return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' } });
+    return new Response(body, { headers: SSE_HEADERS });
   });
 }

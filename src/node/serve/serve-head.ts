@@ -3,6 +3,7 @@
  * artifacts) with the OpenAI API, operations endpoints and dashboard mounted, and
  * optionally spawn local peers. Tests call this directly on loopback ports.
  */
+import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import type { LayerRange } from '../../core/model/types.ts';
@@ -12,6 +13,8 @@ import { feedMeshState } from '../head/mesh-feed.ts';
 import { SessionTracker } from '../head/session-tracker.ts';
 import { MeshStateStore } from '../head/state-store.ts';
 import { CATCH_ALL_ROUTE, isAuthorized, isOpenRequest, KEY_COOKIE, matchedRoute } from '../http/auth.ts';
+import { CorsPolicy, DEFAULT_CORS, ownOrigins, parseCorsOption } from '../http/cors.ts';
+import { edgeHeaders } from '../http/edge-headers.ts';
 import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
@@ -39,6 +42,8 @@ export interface ServeOptions {
   readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange | string;
   readonly apiKey?: string;
+  /** `--cors ORIGIN[,ORIGIN…]|*|none` (default: `DEFAULT_CORS`); the head's own origins always. */
+  readonly cors?: string;
   readonly joinToken?: string | null;
   readonly maxSessions: number;
   /** Requests wait until this many peers (of any kind) joined… */
@@ -84,6 +89,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
   // JSON mode, JSON schema and tool calls; its WebAssembly loads on the first such request.
   const grammar = stopTokenIds.length > 0 ? createGrammarEngine(loadXGrammar, tokenizer, config.vocabSize, stopTokenIds) : undefined;
+  let listenUrl: string | undefined; // known once the head listens (port 0)
+  const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+  const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
 
   const head = await startHead({
     model,
@@ -102,6 +110,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     linkTimeoutMs: options.linkTimeoutMs,
     log,
     mount(app, ctx) {
+      // First: x-request-id and CORS on every response, and CORS preflights answered here,
+      // before the key check below (the one exemption from it; see edge-headers.ts).
+      app.use(edgeHeaders(cors));
       app.use((event, next) => {
         if (isOpenRequest(event)) return next();
         const route = matchedRoute(event);
@@ -138,6 +149,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       });
     },
   });
+  listenUrl = head.url;
   const feed = feedMeshState(head.mesh, store, metrics);
   // Load the planned ranges once the mesh has been quiet for a moment, so the first request
   // does not wait — and peers joining one after another (local peers at start) do not each

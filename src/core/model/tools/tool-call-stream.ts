@@ -34,6 +34,20 @@ export class ToolCallStream {
     return [...this.parser.push(tail), ...this.parser.finish()];
   }
 
+  /**
+   * A whole answer at once: its tokens in order (id and streamed text), then `text`, all the
+   * text the answer holds (the tokens' texts plus the tail released at the end).
+   */
+  read(tokens: readonly { readonly tokenId: number; readonly text: string }[], text: string): { readonly content: string; readonly calls: ToolCall[] } {
+    let streamed = 0;
+    for (const token of tokens) {
+      this.token(token.tokenId, token.text);
+      streamed += token.text.length;
+    }
+    this.finish(text.slice(streamed));
+    return { content: this.text, calls: this.calls };
+  }
+
   get calls(): ToolCall[] {
     return this.parser.calls;
   }
