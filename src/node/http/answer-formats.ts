@@ -10,8 +10,7 @@ import { toErrorBody } from '../openai/errors.ts';
 import type { OpenAIRequest } from '../openai/requests.ts';
 import { chatCompletion, type GenerationResult, type ResponseMeta, sseData, SSE_DONE, textCompletion, type TokenText, unixSeconds } from '../openai/responses.ts';
 import type { ResponseEcho } from '../openai/responses-echo.ts';
-import { wholeResponse } from '../openai/responses-output.ts';
-import { ResponsesStreamBuilder, sseEvent } from '../openai/responses-stream.ts';
+import { ResponsesStreamBuilder, sseEvent, wholeResponse } from '../openai/responses-stream.ts';
 import { ChatStreamBuilder, CompletionStreamBuilder } from '../openai/stream.ts';
 
 /** What the runner hands a format: how to name tokens, and how to read tool calls. */
@@ -72,14 +71,16 @@ export function openAIFormat(request: OpenAIRequest, { tokenText, toolCalls }: A
 
 /**
  * `Response` objects of `/v1/responses`; streams are named events with sequence numbers and
- * end at the terminal event (no `[DONE]`). A failure mid-stream is `response.failed`.
+ * end at the terminal event (no `[DONE]`). Tool calls are `function_call` output items. A
+ * failure mid-stream is `response.failed`.
  */
-export function responsesFormat(echo: ResponseEcho, logprobs: boolean, { tokenText }: AnswerContext): AnswerFormat {
+export function responsesFormat(echo: ResponseEcho, logprobs: boolean, { tokenText, toolCalls }: AnswerContext): AnswerFormat {
+  const context = (meta: ResponseMeta) => ({ meta, echo, tokenText, logprobs, ...(toolCalls ? { tools: toolCalls() } : {}) });
   return {
     idPrefix: 'resp_',
-    whole: (meta, result) => wholeResponse({ meta, echo, tokenText, logprobs }, result, unixSeconds()),
+    whole: (meta, result) => wholeResponse(context(meta), result, unixSeconds()),
     stream(meta) {
-      const builder = new ResponsesStreamBuilder({ meta, echo, tokenText, logprobs });
+      const builder = new ResponsesStreamBuilder(context(meta));
       const text = (events: ReturnType<ResponsesStreamBuilder['start']>) => events.map(sseEvent).join('');
       return {
         start: () => text(builder.start()),

@@ -16,6 +16,9 @@ const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
   tool: 'tool',
 };
 
+/** A value from the client, shortened for an error message. */
+const shown = (text: string) => (text.length > 64 ? `${text.slice(0, 64)}…` : text);
+
 /** Text parts are joined with a newline, as vLLM and llama.cpp's server do. */
 const PART_SEPARATOR = '\n';
 
@@ -53,7 +56,7 @@ function parseMessage(item: unknown, path: string): ChatMessage {
   if (role === undefined) {
     throw invalidValue(
       `${path}.role`,
-      `'${roleName}' is not supported. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`,
+      `'${shown(roleName)}' is not supported. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`,
     );
   }
   const legacy = item.function_call;
@@ -84,7 +87,7 @@ function parseToolCalls(value: unknown, path: string): ToolCall[] {
   return value.map((call: unknown, i) => {
     const at = `${path}[${i}]`;
     if (!isRecord(call)) throw typeError(at, 'an object', call);
-    if (call.type !== undefined && call.type !== 'function') throw invalidValue(`${at}.type`, `'${String(call.type)}' is not supported. Supported values are: 'function'.`);
+    if (call.type !== undefined && call.type !== 'function') throw invalidValue(`${at}.type`, `'${shown(String(call.type))}' is not supported. Supported values are: 'function'.`);
     if (call.id === undefined || call.id === null) throw missingParam(`${at}.id`);
     const fn = call.function;
     if (fn === undefined || fn === null) throw missingParam(`${at}.function`);
@@ -107,7 +110,7 @@ function parseContent(value: unknown, path: string): string {
       if (part.type === undefined || part.type === null) throw missingParam(`${partPath}.type`);
       const type = stringValue(`${partPath}.type`, part.type);
       if (type !== 'text') {
-        throw invalidValue(`${partPath}.type`, `'${type}' is not supported. Supported values are: 'text' (this model reads text only).`);
+        throw invalidValue(`${partPath}.type`, `'${shown(type)}' is not supported. Supported values are: 'text' (this model reads text only).`);
       }
       if (part.text === undefined || part.text === null) throw missingParam(`${partPath}.text`);
       return stringValue(`${partPath}.text`, part.text);

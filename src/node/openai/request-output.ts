@@ -14,14 +14,19 @@ export const MAX_TOOLS = 128;
 /** Function and schema names: OpenAI's pattern. */
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
-function name(param: string, value: unknown): string {
+/** A value from the client, shortened for an error message. */
+const shown = (text: string) => (text.length > 64 ? `${text.slice(0, 64)}…` : text);
+
+/** A function or schema name: required, a string, OpenAI's pattern (shared with /v1/responses). */
+export function functionName(param: string, value: unknown): string {
   if (value === undefined || value === null) throw missingParam(param);
   const text = stringValue(param, value);
-  if (!NAME.test(text)) throw invalidValue(param, `'${text}' does not match '^[a-zA-Z0-9_-]{1,64}$'.`);
+  if (!NAME.test(text)) throw invalidValue(param, `'${shown(text)}' does not match '^[a-zA-Z0-9_-]{1,64}$'.`);
   return text;
 }
 
-function schema(param: string, value: unknown): JsonSchema | undefined {
+/** A JSON Schema field: an object or a boolean; undefined when absent or null. */
+export function schemaValue(param: string, value: unknown): JsonSchema | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'boolean') return value;
   if (!isRecord(value)) throw typeError(param, 'an object', value);
@@ -36,7 +41,7 @@ export function parseResponseFormat(value: unknown): ResponseFormat | undefined 
   const type = stringValue('response_format.type', value.type);
   if (type === 'text' || type === 'json_object') return { type };
   if (type !== 'json_schema') {
-    throw invalidValue('response_format.type', `'${type}' is not supported. Supported values are: 'text', 'json_object' and 'json_schema'.`);
+    throw invalidValue('response_format.type', `'${shown(type)}' is not supported. Supported values are: 'text', 'json_object' and 'json_schema'.`);
   }
   const spec = value.json_schema;
   if (spec === undefined || spec === null) throw missingParam('response_format.json_schema');
@@ -44,9 +49,9 @@ export function parseResponseFormat(value: unknown): ResponseFormat | undefined 
   const strict = spec.strict === undefined || spec.strict === null ? undefined : booleanValue('response_format.json_schema.strict', spec.strict);
   return {
     type: 'json_schema',
-    name: name('response_format.json_schema.name', spec.name),
+    name: functionName('response_format.json_schema.name', spec.name),
     // No schema: any JSON object, as OpenAI treats it.
-    schema: schema('response_format.json_schema.schema', spec.schema) ?? { type: 'object', additionalProperties: true },
+    schema: schemaValue('response_format.json_schema.schema', spec.schema) ?? { type: 'object', additionalProperties: true },
     ...(strict === undefined ? {} : { strict }),
   };
 }
@@ -55,16 +60,16 @@ function parseTool(value: unknown, path: string): ToolFunction {
   if (!isRecord(value)) throw typeError(path, 'an object', value);
   const type = value.type ?? 'function';
   if (type !== 'function') {
-    throw invalidValue(`${path}.type`, `'${String(type)}' is not supported. Supported values are: 'function' (built-in tools are not available).`);
+    throw invalidValue(`${path}.type`, `'${shown(String(type))}' is not supported. Supported values are: 'function' (built-in tools are not available).`);
   }
   const fn = value.function;
   if (fn === undefined || fn === null) throw missingParam(`${path}.function`);
   if (!isRecord(fn)) throw typeError(`${path}.function`, 'an object', fn);
   const description = fn.description === undefined || fn.description === null ? undefined : stringValue(`${path}.function.description`, fn.description);
-  const parameters = schema(`${path}.function.parameters`, fn.parameters);
+  const parameters = schemaValue(`${path}.function.parameters`, fn.parameters);
   const strict = fn.strict === undefined || fn.strict === null ? undefined : booleanValue(`${path}.function.strict`, fn.strict);
   return {
-    name: name(`${path}.function.name`, fn.name),
+    name: functionName(`${path}.function.name`, fn.name),
     ...(description === undefined ? {} : { description }),
     ...(parameters === undefined ? {} : { parameters }),
     ...(strict === undefined ? {} : { strict }),
@@ -80,13 +85,13 @@ function parseToolChoice(value: unknown, tools: readonly ToolFunction[]): ToolCh
       }
       return { type: value };
     }
-    throw invalidValue('tool_choice', `'${value}' is not supported. Supported values are: 'none', 'auto', 'required', or an object naming a function.`);
+    throw invalidValue('tool_choice', `'${shown(value)}' is not supported. Supported values are: 'none', 'auto', 'required', or an object naming a function.`);
   }
   if (!isRecord(value)) throw typeError('tool_choice', "one of a string or an object", value);
-  if (value.type !== 'function') throw invalidValue('tool_choice.type', `'${String(value.type)}' is not supported. Supported values are: 'function'.`);
+  if (value.type !== 'function') throw invalidValue('tool_choice.type', `'${shown(String(value.type))}' is not supported. Supported values are: 'function'.`);
   const fn = value.function;
   if (!isRecord(fn)) throw missingParam('tool_choice.function');
-  const chosen = name('tool_choice.function.name', fn.name);
+  const chosen = functionName('tool_choice.function.name', fn.name);
   if (!tools.some((t) => t.name === chosen)) {
     throw invalidRequest(`Invalid value for 'tool_choice': no function named '${chosen}' was specified in the 'tools' parameter.`, 'tool_choice', 'invalid_value');
   }
