@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyTokenMask, maskAllows, Sampler, validateSamplingParams } from '../../src/core/sampling/index.ts';
+import { applyTokenMask, ConstraintDeadEndError, maskAllows, maskAllowsAny, Sampler, validateSamplingParams } from '../../src/core/sampling/index.ts';
 
 function maskOf(vocab: number, allowed: number[]): Int32Array {
   const mask = new Int32Array(Math.ceil(vocab / 32));
@@ -37,6 +37,15 @@ describe('token masks', () => {
       const total = t.topLogprobs.reduce((sum, x) => sum + Math.exp(x.logprob), 0);
       expect(total).toBeCloseTo(1, 10);
     }
+  });
+
+  it('a mask that allows no token of the vocabulary is a dead end, not a draw', () => {
+    expect(maskAllowsAny(maskOf(64, []), 64)).toBe(false);
+    expect(maskAllowsAny(maskOf(64, [63]), 64)).toBe(true);
+    expect(maskAllowsAny(maskOf(64, [40]), 40)).toBe(false); // ids past the vocabulary do not count
+    expect(maskAllowsAny(maskOf(64, [39]), 40)).toBe(true);
+    const sampler = new Sampler(validateSamplingParams({ temperature: 0 }), 64);
+    expect(() => sampler.sample(new Float32Array(64), { prompt: [], generated: [] }, maskOf(64, []))).toThrow(ConstraintDeadEndError);
   });
 
   it('without a mask nothing changes', () => {

@@ -48,6 +48,29 @@ export class ConstraintViolationError extends Error {
   }
 }
 
+/**
+ * No token of the model's vocabulary may come next: the grammar needs text this vocabulary
+ * cannot spell (a word-level vocabulary asked for JSON). The request cannot be honoured on
+ * this model; byte-level vocabularies spell anything and never meet it.
+ */
+export class ConstraintDeadEndError extends Error {
+  override readonly name = 'ConstraintDeadEndError';
+  readonly code = 'constraint_dead_end';
+  constructor() {
+    super("no token of this model's vocabulary can continue the requested output format");
+  }
+}
+
+/** True when `mask` allows at least one of the tokens `[0, vocabSize)`. */
+export function maskAllowsAny(mask: TokenMask, vocabSize: number): boolean {
+  const words = Math.min(mask.length, (vocabSize + 31) >>> 5);
+  for (let w = 0; w < words; w++) {
+    const bits = w === words - 1 && vocabSize % 32 !== 0 ? mask[w] & ((1 << (vocabSize % 32)) - 1) : mask[w];
+    if (bits !== 0) return true;
+  }
+  return false;
+}
+
 /** True when `mask` allows `tokenId`. */
 export function maskAllows(mask: TokenMask, tokenId: number): boolean {
   return ((mask[tokenId >>> 5] >>> (tokenId & 31)) & 1) === 1;

@@ -18,7 +18,9 @@ export {
   type FilterParams,
 } from './candidates.ts';
 export {
+  ConstraintDeadEndError,
   ConstraintViolationError,
+  maskAllowsAny,
   applyTokenMask,
   maskAllows,
   type TokenConstraint,

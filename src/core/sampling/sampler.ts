@@ -5,7 +5,7 @@
  */
 
 import { createCandidateScratch, selectCandidates, type CandidateScratch } from './candidates.ts';
-import { applyTokenMask, type TokenMask } from './constraint.ts';
+import { applyTokenMask, ConstraintDeadEndError, type TokenMask } from './constraint.ts';
 import { applyPenalties, type TokenHistory } from './penalties.ts';
 import { validateSamplingParams, type SamplingParams } from './params.ts';
 import { createRng, type Rng, type RngState } from './rng.ts';
@@ -101,7 +101,10 @@ export class Sampler {
         best = i;
       }
     }
-    if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    if (best < 0) {
+      if (mask) throw new ConstraintDeadEndError();
+      throw new RangeError('cannot sample: every logit is -Infinity');
+    }
     let sum = 0;
     for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max); // exp(-Infinity) = 0
     const logNormalizer = max + Math.log(sum);

@@ -11,7 +11,7 @@ import type { ToolCallFormat } from '../../core/model/tools/tool-call-format.ts'
 import { ToolCallStream } from '../../core/model/tools/tool-call-stream.ts';
 import type { RouteSession } from '../../core/route/route-session.ts';
 import { GrammarError, type GrammarEngine, type OutputGrammar } from '../../core/sampling/grammar/output-grammar.ts';
-import type { TokenConstraint } from '../../core/sampling/index.ts';
+import { ConstraintDeadEndError, maskAllowsAny, type TokenConstraint } from '../../core/sampling/index.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
@@ -58,12 +58,24 @@ async function openConstraint(ctx: RunnerContext, request: OpenAIRequest, gramma
   if (grammar === undefined) return undefined;
   const param = request.kind === 'chat' && request.tools ? 'tools' : 'response_format';
   if (!ctx.grammar) throw invalidRequest(`Unsupported parameter: '${param}': this model defines no end-of-sequence token, so a constrained answer could never end.`, param, 'unsupported_parameter');
+  let constraint: TokenConstraint;
   try {
-    return await ctx.grammar.constraint(grammar);
+    constraint = await ctx.grammar.constraint(grammar);
   } catch (error) {
     if (error instanceof GrammarError) throw invalidRequest(`Invalid schema for '${param}': ${error.message}`, param, 'invalid_schema');
     throw error;
   }
+  // A vocabulary that cannot spell the format's first token (a word-level one asked for JSON)
+  // is refused before the session starts; later dead ends end it with ConstraintDeadEndError.
+  const first = await constraint.nextMask().catch((error: unknown) => {
+    constraint.dispose();
+    throw error;
+  });
+  if (first && !maskAllowsAny(first, first.length * 32)) {
+    constraint.dispose();
+    throw invalidRequest(`Unsupported value: '${param}' cannot be written by this model: ${new ConstraintDeadEndError().message}.`, param, 'unsupported_value');
+  }
+  return constraint;
 }
 
 /**

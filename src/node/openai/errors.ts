@@ -9,6 +9,7 @@
 import { TokenizerError } from '../../core/model/tokenizer-error.ts';
 import { PlanError } from '../../core/route/plan-error.ts';
 import { RouteUnavailableError } from '../../core/route/route-errors.ts';
+import { ConstraintDeadEndError } from '../../core/sampling/constraint.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
 
 /** OpenAI `error.type` values this server sends. */
@@ -174,6 +175,14 @@ export function mapError(error: unknown): ApiError {
       type: 'invalid_request_error',
       param: 'messages',
       code: 'invalid_value',
+      cause: error,
+    });
+  }
+  if (error instanceof ConstraintDeadEndError) {
+    return new ApiError(400, `The requested output format cannot be written by this model: ${error.message}.`, {
+      type: 'invalid_request_error',
+      param: null,
+      code: 'unsupported_value',
       cause: error,
     });
   }

@@ -25,11 +25,32 @@ export function functionName(param: string, value: unknown): string {
   return text;
 }
 
+/**
+ * How deep a schema's JSON may nest (objects and arrays). OpenAI's structured outputs allow
+ * 10 levels of schema nesting, a few JSON levels each; far deeper ones would only overflow the
+ * stack of whatever walks them (the template, the grammar compiler).
+ */
+export const MAX_SCHEMA_DEPTH = 64;
+
+/** Refuses JSON nested deeper than {@link MAX_SCHEMA_DEPTH} (walked without recursion). */
+export function checkSchemaDepth(param: string, value: unknown): void {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth > MAX_SCHEMA_DEPTH) {
+      throw invalidRequest(`Invalid schema for '${param}': nested deeper than ${MAX_SCHEMA_DEPTH} levels.`, param, 'invalid_schema');
+    }
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+}
+
 /** A JSON Schema field: an object or a boolean; undefined when absent or null. */
 export function schemaValue(param: string, value: unknown): JsonSchema | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'boolean') return value;
   if (!isRecord(value)) throw typeError(param, 'an object', value);
+  checkSchemaDepth(param, value);
   return value;
 }
 

@@ -14,7 +14,7 @@ import type { ResponseFormat } from '../../core/model/structured-output.ts';
 import type { ToolChoice, ToolFunction, ToolRequest } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
 import { type BodyFields, booleanValue, invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
-import { functionName, MAX_TOOLS } from './request-output.ts';
+import { checkSchemaDepth, functionName, MAX_TOOLS } from './request-output.ts';
 
 /** A function tool as the Response echoes it (`FunctionTool`). */
 export interface FunctionToolEcho {
@@ -68,6 +68,7 @@ function optionalBoolean(param: string, value: unknown): boolean | undefined {
 function schemaObject(param: string, value: unknown): Record<string, unknown> | undefined {
   if (value === undefined || value === null) return undefined;
   if (!isRecord(value)) throw typeError(param, 'an object', value);
+  checkSchemaDepth(param, value);
   return value;
 }
 
