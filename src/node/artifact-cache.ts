@@ -54,8 +54,7 @@ export async function getShardArtifact(
   try {
     await writeFile(path.join(staging, 'graph.onnx'), artifact.graph);
     await writeFile(path.join(staging, 'manifest.json'), JSON.stringify(artifact.manifest));
-    await rm(directory, { recursive: true, force: true });
-    await rename(staging, directory);
+    await placeFolder(staging, directory, () => readCached(directory, key).then(Boolean));
   } catch (error) {
     await rm(staging, { recursive: true, force: true });
     // Another process may have won the race; its artifact is as good as ours.
@@ -64,6 +63,22 @@ export async function getShardArtifact(
     throw error;
   }
   return { artifact, directory, cached: false };
+}
+
+/**
+ * Rename `staging` to `directory`. A folder already there is replaced only when `isValid`
+ * says it is stale: a valid one may be another process's, which could be writing weights.bin
+ * into it and loading from it right now. Throws when that folder was kept.
+ */
+async function placeFolder(staging: string, directory: string, isValid: () => Promise<boolean>): Promise<void> {
+  try {
+    await rename(staging, directory); // fails with ENOTEMPTY / EEXIST when the folder has files
+    return;
+  } catch (error) {
+    if (await isValid()) throw error; // the caller reads the other process's artifact
+  }
+  await rm(directory, { recursive: true, force: true });
+  await rename(staging, directory);
 }
 
 /**

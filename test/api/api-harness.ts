@@ -111,41 +111,65 @@ export async function readSseEvents(response: Response, enough: (events: readonl
 }
 
 /**
- * A PeerLink that lets `open` activation frames through, then holds the rest until
- * `release()`: a session stays live (and its stream open) for as long as a test needs.
- * Control messages (assign, stats) always pass.
+ * A PeerLink that lets `open` activation frames through, then holds the rest until more are
+ * allowed (`allow`, `hold`) or all are (`release`): a session stays live (and its stream
+ * open) for as long as a test needs, and moves on exactly as far as the test says. A held
+ * frame gives up when its request is aborted. Control messages (assign, stats) always pass.
  */
 export class GatedLink implements PeerLink {
-  private gate = deferred();
-  private passed = 0;
+  private credits: number;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(
     private readonly inner: PeerLink,
-    public open: number,
-  ) {}
+    open: number,
+  ) {
+    this.credits = open;
+  }
 
   get closed(): Promise<void> {
     return this.inner.closed;
   }
 
-  /** Let every frame through from now on. */
-  release(): void {
-    this.open = Infinity;
-    this.gate.resolve();
+  /** Frames held right now. */
+  get held(): number {
+    return this.waiting.length;
   }
 
-  /** Hold frames again after `open` more. */
+  /** Let every frame through from now on. */
+  release(): void {
+    this.credits = Infinity;
+    this.flush();
+  }
+
+  /** Let `open` more frames through (held ones first), then hold again. */
   hold(open: number): void {
-    this.passed = 0;
-    this.open = open;
-    this.gate = deferred();
+    this.credits = open;
+    this.flush();
+  }
+
+  /** Let `count` more frames through than already may pass. */
+  allow(count: number): void {
+    this.credits += count;
+    this.flush();
   }
 
   async request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    if (this.passed++ >= this.open) {
-      const aborted = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
-      aborted.catch(() => {});
-      await Promise.race([this.gate.promise, aborted]);
+    if (this.credits > 0) this.credits--;
+    else {
+      await new Promise<void>((resolve, reject) => {
+        const turn = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = () => {
+          const index = this.waiting.indexOf(turn);
+          if (index >= 0) this.waiting.splice(index, 1);
+          reject(signal!.reason);
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.waiting.push(turn);
+      });
     }
     return this.inner.request(frame, signal);
   }
@@ -159,13 +183,14 @@ export class GatedLink implements PeerLink {
   }
 
   close(reason?: string): Promise<void> {
-    this.gate.resolve();
+    this.release();
     return this.inner.close(reason);
   }
-}
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
+  private flush(): void {
+    while (this.credits > 0 && this.waiting.length > 0) {
+      this.credits--;
+      this.waiting.shift()!();
+    }
+  }
 }

@@ -146,8 +146,9 @@ describe('401 with an API key configured', () => {
     expect(completion.choices[0].text).toBe('t461 t461');
   });
 
-  it('/health and /metrics stay open', async () => {
+  it('/health, /health/live and /metrics stay open', async () => {
     expect((await specFetch(`${guarded.head.url}health`)).status).toBe(200);
+    expect((await specFetch(`${guarded.head.url}health/live`)).status).toBe(200);
     expect((await specFetch(`${guarded.head.url}metrics`)).status).toBe(200);
   });
 });
@@ -212,8 +213,14 @@ describe('503 and 429 on a head without layers', () => {
     expect(streamed.code).toBe('route_unavailable');
     expect(streamed.headers?.get('retry-after')).toBe('5');
     expect(bare.tracker.liveSessions).toBe(0);
-    const health = await (await specFetch(`${bare.head.url}health`)).json();
-    expect(health).toMatchObject({ status: 'ok', ready: false, route: { ready: false } });
+    // Readiness says so too (503 with the planner's reason); liveness stays 200.
+    const response = await specFetch(`${bare.head.url}health`);
+    expect(response.status).toBe(503);
+    const health = await response.json();
+    expect(health).toMatchObject({ status: 'unavailable', ready: false, route: { ready: false } });
+    expect(health.reason).toMatch(/^route unavailable: /);
+    expect(health.reason).toBe(`route unavailable: ${health.route.reason.replace(/^route unavailable: /, '')}`);
+    expect(await (await specFetch(`${bare.head.url}health/live`)).json()).toEqual({ status: 'ok' });
   });
 
   it('429 while the only session slot is held by an open stream; served again once it ends', async () => {
@@ -246,7 +253,8 @@ describe('operations endpoints', () => {
     const response = await specFetch(`${guarded.head.url}health`);
     expect(response.status).toBe(200);
     const health = await response.json();
-    expect(health).toMatchObject({ status: 'ok', model, ready: true, route: { ready: true } });
+    expect(health).toMatchObject({ status: 'ok', model, ready: true, minPeers: 0, route: { ready: true } });
+    expect(health.reason).toBeUndefined();
     expect(health.route.hops).toEqual([{ peerId: 'head', range: [0, 5] }]);
     expect(health.peers.map((p: { id: string }) => p.id)).toEqual(['head']);
   });

@@ -92,7 +92,7 @@ describe('meshnet serve', () => {
         const { stdout: answer } = await promisify(execFile)('sh', ['-c', `${example.trim()} --silent --fail`]);
         const body = JSON.parse(answer);
         expect(body.object).toBe('chat.completion');
-        // Sampled at the default temperature: it may meet the end-of-text token before 32.
+        // Greedy (the example sets temperature 0); it may meet the end-of-text token before 32.
         expect(body.usage.completion_tokens).toBeGreaterThan(0);
         expect(body.usage.completion_tokens).toBeLessThanOrEqual(32);
         expect(['stop', 'length']).toContain(body.choices[0].finish_reason);

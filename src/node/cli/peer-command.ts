@@ -55,12 +55,15 @@ export async function peerCommand(argv: string[]): Promise<void> {
     worker: true,
     log: (line) => process.stderr.write(`meshnet peer: ${line}\n`),
   });
+  let stopping = false;
   const stop = async () => {
+    if (stopping) return;
+    stopping = true;
     await peer.close();
     process.exit(0);
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop); // `on`: a second signal (npm forwards Ctrl-C too) must not cut the close short
+  process.on('SIGINT', stop);
   const reason = await peer.closed;
   await peer.close();
   // Non-zero: the peer did not choose to stop (a supervisor should restart it).

@@ -108,19 +108,31 @@ export async function serveCommand(argv: string[]): Promise<void> {
       `meshnet is serving ${serving.modelId}`,
       `  API        ${base}/v1`,
       `  dashboard  ${base}/dashboard${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
+      `  chat       ${base}/dashboard/chat${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
       `  peers      meshnet peer --head ${serving.head.peerUrl}${serving.head.joinToken ? ` --join-token ${serving.head.joinToken}` : ''}`,
       `  join page  ${base}/peer`,
       '',
       'Try it:',
       `  curl ${base}/v1/chat/completions -H "Content-Type: application/json"${auth} \\`,
-      `    -d '{"model": "${serving.modelId}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'`,
+      `    -d '${JSON.stringify(exampleRequest(serving.modelId, serving.head.model.checkpoint.config.maxNewTokens !== undefined), null, 1).replace(/\n\s*/g, ' ')}'`,
       '',
     ].join('\n'),
   );
+  // `on`, not `once`: Ctrl-C reaches this process twice under `npm start` (from the terminal
+  // and forwarded by npm); a second signal must not kill it halfway through closing.
   await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    process.on('SIGINT', () => resolve());
+    process.on('SIGTERM', () => resolve());
   });
   log('shutting down');
   await serving.close();
+}
+
+/**
+ * The request the printed curl sends: greedy, so the answer is the same every time (the
+ * README quotes the demo's). A model with its own default answer length
+ * (generation_config.json's max_new_tokens, as the demo has) gets no max_tokens.
+ */
+export function exampleRequest(model: string, hasDefaultLength: boolean): Record<string, unknown> {
+  return { model, messages: [{ role: 'user', content: 'Hello!' }], temperature: 0, ...(hasDefaultLength ? {} : { max_tokens: 32 }) };
 }

@@ -24,7 +24,7 @@ import { getShardArtifact } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
 import { meshModel } from '../mesh-model.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
-import { nodeLoaderOptions } from '../ort-node-runtime.ts';
+import { describeProviders, nodeLoaderOptions } from '../ort-node-runtime.ts';
 import { mountArtifactRoutes } from './artifact-routes.ts';
 import { createPeerGateway } from './peer-gateway.ts';
 
@@ -92,6 +92,10 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype);
   const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype);
   const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  // One line says where this process runs what. The head's own layers (in a worker thread)
+  // get the same providers: the probe's verdict is inherited (provider-probe.ts).
+  const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
+  log(`head runs ${parts} on ${describeProviders(options.device, headRunner.device, loader.skipped)}`);
 
   const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget });
   let headPeer: ShardService | undefined;

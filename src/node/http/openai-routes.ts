@@ -20,6 +20,8 @@ export interface OpenAIRoutesOptions extends RunnerContext {
 export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   const { head } = options;
   const defaults = { maxTokens: options.defaultMaxTokens, vocabSize: head.model.checkpoint.config.vocabSize };
+  // `max_model_len`: the context in tokens, as vLLM reports it (the chat page fits turns to it).
+  const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: options.contextLength };
   const counted = (endpoint: string, handler: (request: Request, event: H3Event) => Promise<Response>) => async (event: H3Event) => {
     let response: Response;
     try {
@@ -34,7 +36,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   app.get(
     '/v1/models',
     counted('/v1/models', async () =>
-      jsonResponse({ object: 'list', data: [{ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' }] }),
+      jsonResponse({ object: 'list', data: [modelCard] }),
     ),
   );
   app.get(
@@ -49,7 +51,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
         id = raw;
       }
       if (id !== head.name) return errorResponse(modelNotFound(id));
-      return jsonResponse({ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' });
+      return jsonResponse(modelCard);
     }),
   );
 

@@ -27,7 +27,9 @@ export async function startServer(app: H3, options: StartOptions): Promise<Runni
     resolve: async (request: Request) => ((await app.fetch(request)) as unknown as { crossws?: object }).crossws ?? {},
     serverOptions: { maxPayload: options.maxPayloadBytes ?? 256 * 1024 * 1024 },
   } as never);
-  const server = serve(app, { port: options.port, hostname: options.host, plugins: [plugin], silent: true } as never);
+  // gracefulShutdown off: srvx would add SIGINT/SIGTERM listeners per server (never removed,
+  // and only outside CI) and close the server on its own; `meshnet serve` owns its shutdown.
+  const server = serve(app, { port: options.port, hostname: options.host, plugins: [plugin], silent: true, gracefulShutdown: false } as never);
   await server.ready();
   // Why: upgraded (WebSocket) sockets leave the HTTP server's connection list, so
   // `close(true)` would wait for them forever — any client holding a socket open (even one

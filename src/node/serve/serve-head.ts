@@ -135,11 +135,12 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         grammar,
         waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
-        defaultMaxTokens: Math.min(512, contextLength),
+        // The model's own default answer length (generation_config.json), else up to 512.
+        defaultMaxTokens: config.maxNewTokens ?? Math.min(512, contextLength),
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
-      mountOpsRoutes(app, ctx, store, metrics);
+      mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });
       mountPeerPage(app);
       mountDashboard(app);
       options.mount?.(app, ctx);
