@@ -5,7 +5,7 @@
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
 import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
-import { integerValue, invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
+import { integerValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
 
 /** OpenAI role → template role. `developer` is the newer name of `system` (o-series clients). */
 const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
@@ -15,9 +15,6 @@ const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
   assistant: 'assistant',
   tool: 'tool',
 };
-
-/** A value from the client, shortened for an error message. */
-const shown = (text: string) => (text.length > 64 ? `${text.slice(0, 64)}…` : text);
 
 /** Text parts are joined with a newline, as vLLM and llama.cpp's server do. */
 const PART_SEPARATOR = '\n';

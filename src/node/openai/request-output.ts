@@ -7,15 +7,12 @@ import type { ResponseFormat } from '../../core/model/structured-output.ts';
 import type { ToolChoice, ToolFunction, ToolRequest } from '../../core/model/tools/tool-types.ts';
 import type { JsonSchema } from '../../core/sampling/grammar/output-grammar.ts';
 import { invalidRequest } from './errors.ts';
-import { type BodyFields, booleanValue, invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
+import { type BodyFields, booleanValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
 
 /** OpenAI's limit on `tools`. */
 export const MAX_TOOLS = 128;
 /** Function and schema names: OpenAI's pattern. */
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-
-/** A value from the client, shortened for an error message. */
-const shown = (text: string) => (text.length > 64 ? `${text.slice(0, 64)}…` : text);
 
 /** A function or schema name: required, a string, OpenAI's pattern (shared with /v1/responses). */
 export function functionName(param: string, value: unknown): string {

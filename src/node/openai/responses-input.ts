@@ -18,7 +18,7 @@
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
 import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
-import { invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
+import { invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
 
 const ROLES: Readonly<Record<string, ChatMessage['role']>> = { user: 'user', system: 'system', developer: 'system', assistant: 'assistant' };
 const PART_SEPARATOR = '\n';
@@ -56,9 +56,6 @@ function unsupported(param: string, why: string): ApiError {
 export function emptyArray(param: string): ApiError {
   return invalidRequest(`Invalid '${param}': empty array. Expected an array with minimum length 1, but got an empty array instead.`, param, 'empty_array');
 }
-
-/** A type name from the client, shortened for an error message. */
-const shown = (name: string) => (name.length > 64 ? `${name.slice(0, 64)}…` : name);
 
 /** `input`: a string, or a non-empty array of items. */
 export function parseInput(value: unknown): ChatMessage[] {
