@@ -18,7 +18,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { generateLocal } from '../src/core/route/local-pipeline.ts';
 import { validateSamplingParams } from '../src/core/sampling/index.ts';
-import { startHead } from '../src/node/head/head-node.ts';
+import { RouteSession } from '../src/core/route/route-session.ts';
+import { DEFAULT_HOP_TIMEOUT_MS, startHead } from '../src/node/head/head-node.ts';
 import { loadLocalPipeline, openLocalModel, openLocalTokenizer, type LoadedPipeline } from '../src/node/local-model.ts';
 import { spawnLocalPeers } from '../src/node/peer/local-peers.ts';
 import { MeteredLink, newMeter, type LinkMeter } from './metered-link.ts';
@@ -220,7 +221,8 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     let lastHops: { peerId: string; range: { start: number; end: number }; frames: number; totalMs: number }[] = [];
     const generate: Generate = (promptIds, tokens) =>
       timed(promptIds, async (onToken) => {
-        const session = head.openSession({ sessionId: randomUUID(), promptIds, params: params(tokens) });
+        // Straight on the mesh (not the session table): EOS is ignored, as in every other configuration.
+        const session = new RouteSession({ head: head.headRunner, route: head.mesh, vocabSize, hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS }, { sessionId: randomUUID(), promptIds, params: params(tokens) });
         for await (const event of session) if (event.type === 'token') onToken(event.tokenId);
         lastHops = session.telemetry.hops;
       });

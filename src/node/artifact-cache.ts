@@ -8,8 +8,8 @@ import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/prom
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Checkpoint } from '../core/model/checkpoint.ts';
-import type { ByteSource } from '../core/runtime/byte-source.ts';
-import { WEIGHTS_FILE } from '../core/runtime/ort-session.ts';
+import type { ByteSource } from '../core/model/byte-source.ts';
+import { WEIGHTS_FILE } from '../core/model/shard-artifact.ts';
 import { ARTIFACT_FORMAT, buildShardArtifact, partName, shardWeightSegments, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
 import { meshnetHome } from './meshnet-home.ts';

@@ -5,13 +5,15 @@
  * dtype where the checkpoint's differs from the activation dtype) into one packed buffer
  * that the graph references as external data (`weights.bin`).
  */
-import type { ByteSource } from '../runtime/byte-source.ts';
-import { WEIGHTS_FILE } from '../runtime/ort-session.ts';
+import type { ByteSource } from './byte-source.ts';
 import { fromFloat32, toFloat32 } from './dtype.ts';
 import { buildEmbeddingGraph, buildHeadGraph } from './head-graphs.ts';
 import { serializeModel } from './onnx/onnx-model.ts';
 import { buildShardGraph, onnxType, type ActivationDtype } from './shard-graph.ts';
 import type { LayerRange, ModelConfig, TensorDtype, TensorLocation } from './types.ts';
+
+/** Name of the packed weights file shard graphs reference as external data. */
+export const WEIGHTS_FILE = 'weights.bin';
 
 export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } | { readonly kind: 'embedding' } | { readonly kind: 'head' };
 

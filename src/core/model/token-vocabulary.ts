@@ -8,22 +8,7 @@
  * is raw text), so the engine reads each token exactly as the tokenizer's decoder would.
  */
 
-/** How a token string maps to bytes (xgrammar's `vocab_type`). */
-export type VocabularyKind = 'byte_level' | 'byte_fallback' | 'raw';
-
-export interface TokenVocabulary {
-  /**
-   * Token strings by id, exactly as in tokenizer.json. Special tokens (control tokens such as
-   * `<|im_start|>`, `<s>`) and ids without a token are `''`: a grammar can never spell text
-   * with them, and an engine treats empty tokens as special.
-   */
-  readonly tokens: readonly string[];
-  readonly kind: VocabularyKind;
-  /** The tokenizer prepends a space (`▁`) to the text it encodes (SentencePiece `Prepend`). */
-  readonly addPrefixSpace: boolean;
-  /** Ids of the special added tokens (their text is in {@link specialTokenText}). */
-  readonly specialTokenText: ReadonlyMap<number, string>;
-}
+import type { TokenVocabulary, VocabularyKind } from '../sampling/grammar/vocabulary.ts';
 
 type Json = Record<string, unknown>;
 

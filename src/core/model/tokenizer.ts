@@ -10,7 +10,8 @@ import {
   selectChatTemplate,
 } from './chat-template.ts';
 import { applySpecialTokenRule, asTokenList, readSpecialTokens } from './special-tokens.ts';
-import { readTokenVocabulary, type TokenVocabulary } from './token-vocabulary.ts';
+import type { TokenVocabulary } from '../sampling/grammar/vocabulary.ts';
+import { readTokenVocabulary } from './token-vocabulary.ts';
 import type { ToolFunction } from './tools/tool-types.ts';
 import type { SpecialTokenRule, SpecialTokens } from './special-tokens.ts';
 import { TokenizerError } from './tokenizer-error.ts';

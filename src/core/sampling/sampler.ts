@@ -33,6 +33,8 @@ export interface SampledToken extends TokenLogprob {
   readonly topLogprobs: readonly TokenLogprob[];
 }
 
+const NO_LOGPROBS: readonly TokenLogprob[] = Object.freeze([]);
+
 /**
  * Samples one sequence's tokens. Not shared between sequences: it owns scratch buffers of
  * O(vocabSize) and the RNG whose position advances by exactly one draw per non-greedy sample.
@@ -48,6 +50,8 @@ export class Sampler {
   private readonly counts: Uint32Array; // [vocab], all zero between calls
   private readonly candidates: CandidateScratch;
   private readonly top: Int32Array; // [topLogprobs]
+  /** Temperature 0 with no penalty and no logprobs: the logits need no copy, only an argmax. */
+  private readonly plainGreedy: boolean;
 
   /**
    * `params` are (re)validated (throws SamplingParamError). `vocabSize` is the logits length.
@@ -65,6 +69,8 @@ export class Sampler {
     this.counts = new Uint32Array(vocabSize);
     this.candidates = createCandidateScratch(vocabSize);
     this.top = new Int32Array(this.params.topLogprobs);
+    const p = this.params;
+    this.plainGreedy = p.temperature === 0 && !p.logprobs && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0;
   }
 
   /** Snapshot of the RNG, for resuming this sequence elsewhere with `restoreRng`. */
@@ -75,15 +81,18 @@ export class Sampler {
   /**
    * Chooses the next token from `logits` ([vocab], read only, never modified). -Infinity marks a
    * banned token; NaN or +Infinity throws RangeError, as does a length other than vocabSize, a
-   * history id outside the vocabulary, or every logit being -Infinity.
+   * history id outside the vocabulary, or every logit being -Infinity. `logprob` is NaN and
+   * `topLogprobs` empty unless `params.logprobs` (their normalizer costs a pass over the vocabulary).
    * `mask` (a {@link TokenMask} from the sequence's constraint) bans every token it does not
-   * allow; the draw, greedy choice and logprobs all see only the allowed tokens.
+   * allow; the draw, greedy choice and logprobs all see only the allowed tokens. A mask that
+   * leaves no token throws ConstraintDeadEndError.
    */
   sample(logits: Float32Array, history: TokenHistory, mask?: TokenMask): SampledToken {
     const { params, vocabSize, penalized } = this;
     if (logits.length !== vocabSize) {
       throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
     }
+    if (this.plainGreedy && !mask) return this.argmax(logits); // a mask needs the masked copy
     for (let i = 0; i < vocabSize; i++) {
       const l = logits[i];
       if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
@@ -92,7 +101,8 @@ export class Sampler {
     applyPenalties(penalized, history, params, this.counts);
     if (mask) applyTokenMask(penalized, mask);
 
-    // One pass: argmax (strict > keeps the lowest id on ties) and the log-softmax normalizer.
+    // Argmax (strict > keeps the lowest id on ties), and the log-softmax normalizer only when
+    // logprobs are asked for: it is a pass of exp() over the whole vocabulary.
     let best = -1;
     let max = -Infinity;
     for (let i = 0; i < vocabSize; i++) {
@@ -105,13 +115,13 @@ export class Sampler {
       if (mask) throw new ConstraintDeadEndError();
       throw new RangeError('cannot sample: every logit is -Infinity');
     }
+    const tokenId = params.temperature === 0 ? best : this.draw();
+    if (!params.logprobs) return { tokenId, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
     let sum = 0;
     for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max); // exp(-Infinity) = 0
     const logNormalizer = max + Math.log(sum);
-
-    const tokenId = params.temperature === 0 ? best : this.draw();
     const topLogprobs: TokenLogprob[] = [];
-    if (params.logprobs && params.topLogprobs > 0) {
+    if (params.topLogprobs > 0) {
       const n = selectTopN(penalized, params.topLogprobs, this.top);
       for (let k = 0; k < n; k++) {
         const id = this.top[k];
@@ -119,6 +129,22 @@ export class Sampler {
       }
     }
     return { tokenId, logprob: penalized[tokenId] - logNormalizer, topLogprobs };
+  }
+
+  /** Greedy without penalties or logprobs: one pass over the logits, no copy. */
+  private argmax(logits: Float32Array): SampledToken {
+    let best = -1;
+    let max = -Infinity;
+    for (let i = 0; i < logits.length; i++) {
+      const l = logits[i];
+      if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
+      if (l > max) {
+        max = l;
+        best = i;
+      }
+    }
+    if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    return { tokenId: best, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
   }
 
   /** One RNG draw over the filtered distribution of the penalized logits. */

@@ -1,10 +1,12 @@
 /**
- * One OpenAI completion request as a Route Session: build the sampling parameters, compile
- * the answer's grammar (JSON schema, tool calls) into a token constraint, open the session
- * (with the client's disconnect signal), and answer as one JSON object or as an SSE stream,
- * written by the endpoint's {@link AnswerFormat}. The first event is awaited before any byte
- * is sent, so a route that cannot serve still gets its proper status (503) instead of a
- * broken stream.
+ * One OpenAI completion request as a Route Session: compile the answer's grammar (JSON
+ * schema, tool calls) into a token constraint, translate the request into a session request,
+ * open it in the head's session table (which decides admission, limits and stop tokens, and
+ * refuses with typed errors mapped here), and answer as one JSON object or as an SSE stream,
+ * written by the endpoint's {@link AnswerFormat} (tool calls included). The first event is
+ * awaited before any byte is sent, so a route that cannot serve still gets its proper status
+ * (503) instead of a broken stream. The session answers the client as soon as its outcome is
+ * known; it releases its hops in the background.
  */
 import { randomUUID } from 'node:crypto';
 import type { ToolCallFormat } from '../../core/model/tools/tool-call-format.ts';
@@ -13,11 +15,9 @@ import type { RouteSession } from '../../core/route/route-session.ts';
 import { GrammarError, type GrammarEngine, type OutputGrammar } from '../../core/sampling/grammar/output-grammar.ts';
 import { ConstraintDeadEndError, maskAllowsAny, type TokenConstraint } from '../../core/sampling/index.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
-import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
-import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
-import { invalidRequest, mapError, tooManyRequests } from '../openai/errors.ts';
-import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
+import { invalidRequest, mapError } from '../openai/errors.ts';
+import type { OpenAIRequest } from '../openai/requests.ts';
 import { unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { collectGeneration } from '../openai/stream.ts';
 import { type AnswerContext, type AnswerFormat, openAIFormat } from './answer-formats.ts';
@@ -25,13 +25,8 @@ import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
-  readonly tracker: SessionTracker;
-  readonly contextLength: number;
-  readonly stopTokenIds: readonly number[];
   /** Compiles JSON / tool grammars; undefined when the model has no stop token to end them. */
   readonly grammar?: GrammarEngine;
-  /** `--min-peers`: resolves once enough peers joined, rejects (→ 503) after `--peer-wait`. */
-  readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
 
 async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
@@ -84,15 +79,6 @@ async function openConstraint(ctx: RunnerContext, request: OpenAIRequest, gramma
  * format writes every body and event, tool calls included.
  */
 export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal, options: RunOptions = {}): Promise<Response> {
-  await ctx.waitForPeers?.(clientSignal);
-  const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
-  const params = validateSamplingParams({
-    ...request.sampling,
-    maxTokens,
-    stopTokenIds: ctx.stopTokenIds,
-    logprobs: request.logprobs,
-    topLogprobs: request.topLogprobs,
-  });
   const uuid = randomUUID();
   const { tokenizer } = ctx.head;
   const toolFormat = options.plan?.toolFormat;
@@ -106,32 +92,40 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
   };
-  // Compiling a new grammar can take a while; the session does not exist yet.
+  const errorContext = { promptParam: request.kind === 'chat' ? ('messages' as const) : ('prompt' as const) };
+  // Compiling a new grammar can take a while; the session does not exist yet. From here the
+  // session table owns the constraint (it disposes it when it refuses the session).
   const constraint = await openConstraint(ctx, request, options.plan?.grammar);
+  // The session's own signal: the client's disconnect, or the SSE stream's cancel.
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new DOMException('the client disconnected', 'AbortError'));
   if (clientSignal.aborted) onClientGone();
   else clientSignal.addEventListener('abort', onClientGone, { once: true });
-  let tracked: TrackedSession | undefined;
-  const session: RouteSession = ctx.head.openSession({ sessionId: uuid, promptIds, params, stopStrings: request.stopStrings, constraint }, abort.signal, (t) => tracked?.onUpdate(t));
-  tracked = ctx.tracker.begin(meta.id, session.telemetry);
-  if (!tracked) {
+  let session: RouteSession;
+  try {
+    session = await ctx.head.sessions.open(
+      {
+        sessionId: uuid,
+        promptIds,
+        sampling: { ...request.sampling, logprobs: request.logprobs, topLogprobs: request.topLogprobs },
+        maxTokens: request.maxTokensRequested ? request.sampling.maxTokens : undefined,
+        stopStrings: request.stopStrings,
+        label: meta.id,
+        constraint,
+      },
+      abort.signal,
+    );
+  } catch (error) {
     clientSignal.removeEventListener('abort', onClientGone);
-    constraint?.dispose(); // the session never runs, so it never closes
-    ctx.tracker.refused();
-    throw tooManyRequests(`the server is running its maximum of ${ctx.tracker.liveSessions} sessions; retry shortly`, 1);
+    throw mapError(error, errorContext);
   }
-  const done = () => {
-    clientSignal.removeEventListener('abort', onClientGone);
-    tracked!.finish(session.telemetry);
-  };
+  void session.closed.then(() => clientSignal.removeEventListener('abort', onClientGone));
 
   if (!request.stream) {
-    try {
-      return jsonResponse(answer.whole(meta, await collectGeneration(session)));
-    } finally {
-      done();
-    }
+    const result = await collectGeneration(session).catch((error: unknown) => {
+      throw mapError(error, errorContext);
+    });
+    return jsonResponse(answer.whole(meta, result));
   }
 
   const iterator = session[Symbol.asyncIterator]();
@@ -139,8 +133,7 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   try {
     first = await iterator.next();
   } catch (error) {
-    done();
-    return errorResponse(error);
+    return errorResponse(mapError(error, errorContext));
   }
   const stream = answer.stream(meta);
   const encoder = new TextEncoder();
@@ -154,9 +147,8 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
         for await (const event of replayFirst(first, iterator)) send(stream.push(event));
         send(stream.end());
       } catch (error) {
-        if (!abort.signal.aborted) send(stream.fail(mapError(error)));
+        if (!abort.signal.aborted) send(stream.fail(mapError(error, errorContext)));
       } finally {
-        done();
         try {
           controller.close();
         } catch {

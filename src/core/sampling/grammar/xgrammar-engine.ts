@@ -9,7 +9,7 @@
  * - the *matcher* instance holds the vocabulary, compiled grammars (an LRU cache) and every
  *   live matcher; it only ever sees EBNF the converter produced and checked.
  */
-import type { TokenVocabulary } from '../../model/token-vocabulary.ts';
+import type { TokenVocabulary } from './vocabulary.ts';
 import type { TokenConstraint } from '../constraint.ts';
 import { GrammarError, type GrammarEngine, type JsonSchema, type OutputGrammar, type StructuralFormat } from './output-grammar.ts';
 import { XGrammarConstraint } from './xgrammar-constraint.ts';
