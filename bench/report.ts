@@ -4,7 +4,9 @@
  */
 import type { GrammarMaskReport } from './grammar-mask.ts';
 import type { ModelConfig } from '../src/core/model/types.ts';
+import type { GgufWeights } from './gguf/llama-gguf.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
+import { LLAMA_CPP_COUNTERPART, type MeshnetWeights } from './meshnet-weights.ts';
 
 /**
  * One configuration's rounds merged: the round with the best decode rate gives the decode
@@ -33,11 +35,22 @@ export interface ModelReport {
   readonly tensors: readonly { readonly name: string; readonly bytes: number }[]; // fp32 bytes
   readonly longPrompt: number;
   readonly results: readonly MeasureResult[];
+  /** Configurations the bench tried but could not measure here, and why. */
+  readonly unavailable: readonly UnavailableRow[];
+  /** The GGUF files llama.cpp ran. */
+  readonly ggufs: readonly { readonly weights: GgufWeights; readonly fileBytes: number; readonly weightBytesPerToken: number; readonly fallbacks: readonly string[] }[];
+}
+
+export interface UnavailableRow {
+  readonly label: string;
+  readonly reason: string;
 }
 
 export interface Row {
   readonly label: string;
   readonly kind: MeasureSpec['kind'];
+  /** meshnet's weight format, or the llama.cpp GGUF type; fp32 for transformers.js. */
+  readonly weights: MeshnetWeights | GgufWeights;
   readonly spinning: boolean;
   readonly meanDecodeTokensPerSecond: number;
   readonly fastestTokenMs: number;
@@ -53,8 +66,10 @@ export interface Row {
   readonly loadMs: number;
   /** decode tokens/s ÷ one process's. */
   readonly vsOneProcess: number;
-  /** decode tokens/s ÷ transformers.js's with the same thread spinning. */
+  /** decode tokens/s ÷ transformers.js's with the same thread spinning (fp32 rows). */
   readonly vsTransformers: number;
+  /** meshnet rows: decode tokens/s ÷ llama.cpp's on the counterpart GGUF type (fp32 ↔ F32, q8 ↔ Q8_0, q4 ↔ Q4_0). */
+  readonly vsLlamaCpp?: number;
   /** decode tokens/s ÷ (bandwidth ÷ weight bytes per token). */
   readonly fractionOfLimit: number;
   /** Pipelines: (ms/token − one process's ms/token) ÷ hops. */
@@ -96,6 +111,8 @@ export interface BenchReport {
   readonly bandwidth: { readonly oneStream: number; readonly allStreams: number; readonly streams: number };
   /** Grammar-constrained sampling: mask cost per token (bench/grammar-mask.ts). */
   readonly grammarMask?: GrammarMaskReport;
+  readonly llamaCpp: { readonly version: string; readonly status: 'measured' | 'skipped'; readonly reason?: string };
+  readonly meshnetWeights: { readonly available: readonly MeshnetWeights[]; readonly unavailable: readonly { readonly weights: MeshnetWeights; readonly reason: string }[] };
   readonly models: readonly (ModelReport & { readonly weightBytesPerToken: number; readonly limitTokensPerSecond: number; readonly rows: readonly Row[] })[];
   readonly targets: readonly Target[];
 }
@@ -119,23 +136,37 @@ function layerBytes(model: ModelReport, range: [number, number]): number {
   }, 0);
 }
 
-export const rowLabel = (spec: MeasureSpec) =>
-  spec.kind === 'pipeline'
-    ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? `, +${spec.linkDelayMs} ms RTT` : ''}`
-    : `${spec.kind === 'one-process' ? 'meshnet, one process' : 'transformers.js'}${spec.spinning ? ', spinning' : ''}`;
+const weightsOf = (spec: MeasureSpec): MeshnetWeights | GgufWeights => (spec.kind === 'llama-cpp' ? spec.ggufWeights : spec.kind === 'transformers' ? 'fp32' : (spec.weights ?? 'fp32'));
+
+export const rowLabel = (spec: MeasureSpec) => {
+  if (spec.kind === 'llama-cpp') return `llama.cpp ${spec.ggufWeights}`;
+  const weights = spec.kind === 'transformers' || (spec.weights ?? 'fp32') === 'fp32' ? '' : `, ${spec.weights}`;
+  return spec.kind === 'pipeline'
+    ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? `, +${spec.linkDelayMs} ms RTT` : ''}${weights}`
+    : `${spec.kind === 'one-process' ? 'meshnet, one process' : 'transformers.js'}${spec.spinning ? ', spinning' : ''}${weights}`;
+};
+
+/** The one-process meshnet fp32 row with spinning off: every ratio's baseline. */
+const isBaseline = (r: MeasureResult) => r.spec.kind === 'one-process' && !r.spec.spinning && (r.spec.weights ?? 'fp32') === 'fp32';
 
 function rows(model: ModelReport, limit: number): Row[] {
-  const one = model.results.find((r) => r.spec.kind === 'one-process' && !r.spec.spinning);
+  const one = model.results.find(isBaseline);
+  const llama = (weights: GgufWeights) => model.results.find((r) => r.spec.kind === 'llama-cpp' && r.spec.ggufWeights === weights);
   // Against transformers.js with the same thread spinning.
   const tjs = (spinning: boolean) => model.results.find((r) => r.spec.kind === 'transformers' && r.spec.spinning === spinning);
   const all = model.tensors.reduce((sum, t) => sum + t.bytes, 0);
+  const fp32PerToken = weightBytesPerToken(model);
   return model.results.map((r) => {
     const tps = r.decodeTokensPerSecond;
     const hops = r.hops.length;
     const decodeFrames = r.hops.reduce((s, h) => s + h.decodeFrames, 0);
+    const weights = weightsOf(r.spec);
+    const meshnet = r.spec.kind === 'one-process' || r.spec.kind === 'pipeline';
+    const counterpart = meshnet ? llama(LLAMA_CPP_COUNTERPART[weights as MeshnetWeights]) : undefined;
     return {
       label: rowLabel(r.spec),
       kind: r.spec.kind,
+      weights,
       spinning: r.spec.spinning,
       meanDecodeTokensPerSecond: r.meanDecodeTokensPerSecond,
       fastestTokenMs: r.fastestTokenMs,
@@ -149,8 +180,10 @@ function rows(model: ModelReport, limit: number): Row[] {
       ttftLongMs: r.long.ttftMs,
       loadMs: r.loadMs,
       vsOneProcess: one ? tps / one.decodeTokensPerSecond : NaN,
-      vsTransformers: tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN),
-      fractionOfLimit: tps / limit,
+      vsTransformers: weights === 'fp32' && r.spec.kind !== 'llama-cpp' ? tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN) : NaN,
+      ...(counterpart ? { vsLlamaCpp: tps / counterpart.decodeTokensPerSecond } : {}),
+      // Against the bandwidth limit of the bytes this configuration reads (a GGUF's, or the fp32 checkpoint's).
+      fractionOfLimit: tps / (r.weightBytesPerToken ? (limit * fp32PerToken) / r.weightBytesPerToken : limit),
       ...(r.spec.kind === 'pipeline' && one && hops > 0
         ? {
             addedMsPerHopPerToken: (1000 / tps - 1000 / one.decodeTokensPerSecond) / hops,
@@ -168,7 +201,7 @@ function rows(model: ModelReport, limit: number): Row[] {
           }
         : {}),
       peakRss: [
-        { process: r.spec.kind === 'pipeline' ? 'head' : 'process', bytes: r.peakRssBytes, ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: all }) },
+        { process: r.spec.kind === 'pipeline' ? 'head' : 'process', bytes: r.peakRssBytes, ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: r.spec.kind === 'llama-cpp' ? undefined : all }) },
         ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? layerBytes(model, p.range) : undefined })),
       ],
       sameTokens: one ? JSON.stringify(r.short.tokenIds) === JSON.stringify(one.short.tokenIds) : true,
@@ -197,6 +230,21 @@ function targets(models: BenchReport['models']): Target[] {
     for (const one of model.rows.filter((r) => r.kind === 'one-process' && Number.isFinite(r.vsTransformers))) {
       const how = one.spinning ? 'both with thread spinning' : 'both with spinning off';
       out.push({ target: `${model.name}: one-process meshnet ≥ transformers.js (decode tokens/s, ${how})`, measured: `${one.vsTransformers.toFixed(2)}×`, met: one.vsTransformers >= 1 });
+    }
+  }
+  // Against llama.cpp on the same weights and threads (issue #12), one process, decode tokens/s.
+  for (const [weights, minimum] of [['q4', 0.8], ['q8', 0.8]] as const) {
+    const counterpart = LLAMA_CPP_COUNTERPART[weights];
+    const ours = smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights);
+    const theirs = smol.rows.find((r) => r.kind === 'llama-cpp' && r.weights === counterpart);
+    const why = (label: string) => smol.unavailable.find((u) => u.label === label)?.reason ?? 'not measured';
+    const target = `${smol.name}: meshnet ${weights} ≥ ${minimum}× llama.cpp ${counterpart} (decode tokens/s, one process, same threads)`;
+    if (ours && theirs) {
+      const ratio = ours.decodeTokensPerSecond / theirs.decodeTokensPerSecond;
+      out.push({ target, measured: `${ratio.toFixed(2)}× (${ours.decodeTokensPerSecond.toFixed(1)} / ${theirs.decodeTokensPerSecond.toFixed(1)} tok/s)`, met: ratio >= minimum });
+    } else {
+      const missing = [...(ours ? [] : [`meshnet ${weights}: ${why(`meshnet, one process, ${weights}`)}`]), ...(theirs ? [] : [`llama.cpp ${counterpart}: ${why(`llama.cpp ${counterpart}`)}`])];
+      out.push({ target, measured: missing.join('; '), met: false });
     }
   }
   // Memory follows the layer share: a peer's peak RSS is its layers' weights plus a runtime
