@@ -77,6 +77,10 @@ const letters: TextTokenizer = {
   applyChatTemplate: () => '',
   hasChatTemplate: false,
   usedFallbackTemplate: false,
+  chatTemplateText: '',
+  vocabulary: () => {
+    throw new Error('no grammar vocabulary in this test');
+  },
 };
 
 describe('drafts fitted to the answer', () => {
@@ -84,15 +88,15 @@ describe('drafts fitted to the answer', () => {
   const output = (extra: { maxTokens?: number; stopTokenIds?: number[] } = {}, stopStrings?: string[]) =>
     new TokenOutput(validateSamplingParams({ temperature: 0, maxTokens: 10, ...extra }), 26, [0], letters, stopStrings);
 
-  it('no more than the budget leaves, less the step’s own token', () => {
-    expect(output({ maxTokens: 4 }).fitDraft(drafts([1, 2, 3, 4, 5]))).toHaveLength(3);
-    expect(output({ maxTokens: 1 }).fitDraft(drafts([1, 2]))).toEqual([]);
+  it('no more than the budget leaves, less the step’s own token', async () => {
+    expect(await output({ maxTokens: 4 }).fitDraft(drafts([1, 2, 3, 4, 5]))).toHaveLength(3);
+    expect(await output({ maxTokens: 1 }).fitDraft(drafts([1, 2]))).toEqual([]);
   });
 
-  it('ends at a stop token, and at the token that completes a stop string', () => {
-    expect(output({ stopTokenIds: [3] }).fitDraft(drafts([1, 2, 3, 4, 5])).map((d) => d.tokenId)).toEqual([1, 2, 3]);
+  it('ends at a stop token, and at the token that completes a stop string', async () => {
+    expect((await output({ stopTokenIds: [3] }).fitDraft(drafts([1, 2, 3, 4, 5]))).map((d) => d.tokenId)).toEqual([1, 2, 3]);
     // 'c' 'd' 'e' spell "cde": the stop string "de" is complete at 'e'.
-    expect(output({}, ['de']).fitDraft(drafts([2, 3, 4, 5, 6])).map((d) => d.tokenId)).toEqual([2, 3, 4]);
-    expect(output({}, ['zz']).fitDraft(drafts([2, 3, 4]))).toHaveLength(3);
+    expect((await output({}, ['de']).fitDraft(drafts([2, 3, 4, 5, 6]))).map((d) => d.tokenId)).toEqual([2, 3, 4]);
+    expect(await output({}, ['zz']).fitDraft(drafts([2, 3, 4]))).toHaveLength(3);
   });
 });

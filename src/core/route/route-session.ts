@@ -30,7 +30,7 @@ import type { TextTokenizer } from '../model/tokenizer.ts';
 import { sleep, systemClock, type Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
-import type { SamplingParams } from '../sampling/index.ts';
+import type { SamplingParams, TokenConstraint } from '../sampling/index.ts';
 import type { DraftLengthPolicy } from '../speculation/draft-length.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import { Drafters } from '../speculation/drafters.ts';
@@ -52,6 +52,12 @@ export interface RouteSessionRequest {
   readonly stopStrings?: readonly string[];
   /** How this session drafts (default 'ngram'); 'draft' needs `deps.drafters` with a draft model. */
   readonly speculate?: SpeculateMode;
+  /**
+   * Restricts every sampled token (JSON schema, tool-call grammar). The session owns it from
+   * here: each step's mask and chosen token go through it (`TokenOutput`), and it is disposed
+   * when the session's outcome is settled (finish, error or abort).
+   */
+  readonly constraint?: TokenConstraint;
 }
 
 /** How hard a session tries before it gives up on a hop. */
@@ -161,13 +167,13 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const { head, vocabSize } = this.deps;
     try {
       if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
-      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings);
+      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint);
       await this.openRoute(signal);
       let fed: readonly number[] = promptIds; // tokens whose positions the next step fills
       let position = 0;
       for (;;) {
         // The prefill drafts nothing (its first token is the one a draft would follow).
-        const drafts = position === 0 || !this.canRollBack() ? [] : output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
+        const drafts = position === 0 || !this.canRollBack() ? [] : await output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
         signal.throwIfAborted();
         const block = drafts.length === 0 ? fed : [...fed, ...drafts.map((d) => d.tokenId)];
         const { hidden, offset } = await this.step(block, position, signal);
@@ -177,7 +183,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
         const logits = await head.logits(hidden, Array.from({ length: drafts.length + 1 }, (_, i) => first + i));
         let kept = 0;
         for (let i = 0; i <= drafts.length; i++) {
-          const { token, done, accepted } = output.next(logits.subarray(i * vocabSize, (i + 1) * vocabSize), drafts[i]);
+          const { token, done, accepted } = await output.next(logits.subarray(i * vocabSize, (i + 1) * vocabSize), drafts[i]);
           if (accepted) kept++;
           this.telemetry.completionTokens = output.generated.length;
           this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;
@@ -258,6 +264,8 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
 
   private settle(outcome: Outcome, error?: unknown): void {
     if (this.telemetry.outcome !== 'running') return;
+    // The answer is decided: the constraint's state is freed now, not after the releases.
+    this.request.constraint?.dispose();
     this.telemetry.outcome = outcome;
     if (error !== undefined) this.telemetry.error = error instanceof Error ? error.message : String(error);
     this.telemetry.finishedAt = this.clock.now();

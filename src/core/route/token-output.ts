@@ -1,14 +1,16 @@
 /**
  * What a Route Session makes of each position's logits — the one place that samples: the
- * chosen token (drawn, or a draft verified so that it is distributed as a draw would be), its
- * text delta (stop strings held back until they cannot match), and the end of generation (a
- * stop token, a stop string, the token budget). It also trims a speculative step's drafts to
- * what the answer can take, so no position is verified that the sampler could never keep.
+ * chosen token (drawn, or a draft verified so that it is distributed as a draw would be; within
+ * the constraint's mask when the answer has a grammar), its text delta (stop strings held back
+ * until they cannot match), and the end of generation (a stop token, a stop string, the token
+ * budget). It also trims a speculative step's drafts to what the answer can take (the budget,
+ * stop tokens, stop strings, the grammar), so no position is verified that the sampler could
+ * never keep.
  * Pure: no hops, no clock.
  */
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
-import { Sampler, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplingParams } from '../sampling/index.ts';
+import { maskAllows, Sampler, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplingParams, type TokenConstraint, type TokenMask } from '../sampling/index.ts';
 import type { SessionEvent } from './route-types.ts';
 
 export type TokenEvent = Extract<SessionEvent, { type: 'token' }>;
@@ -33,6 +35,8 @@ export class TokenOutput {
   private readonly stop: StopChecker;
   private readonly decoder: StreamDecoder | undefined;
   private readonly matcher: StopStringMatcher | undefined;
+  /** Masks `fitDraft` computed for the drafts of the step under way, in order (consumed by `next`). */
+  private readonly fittedMasks: { readonly tokenId: number; readonly mask: TokenMask | undefined }[] = [];
 
   constructor(
     private readonly params: SamplingParams,
@@ -40,6 +44,8 @@ export class TokenOutput {
     private readonly promptIds: readonly number[],
     private readonly tokenizer?: TextTokenizer,
     private readonly stopStrings?: readonly string[],
+    /** Asked for each position's mask and told each chosen token; the session disposes it. */
+    private readonly constraint?: TokenConstraint,
   ) {
     this.sampler = new Sampler(params, vocabSize);
     this.stop = new StopChecker(params);
@@ -56,13 +62,18 @@ export class TokenOutput {
   /**
    * The token of the next position from its `logits` ([vocab]). With `draft`, the draft is
    * verified (kept, or replaced by a token drawn so that the position is distributed as
-   * without it). Returns the token event (absent for a stop token, which is never emitted),
-   * the done event when generation ends with it (carrying the text still held back), and
-   * whether the draft was kept.
+   * without it). Under a constraint, the position's mask restricts the choice (a draft
+   * `fitDraft` checked reuses the mask it computed). Returns the token event (absent for a stop
+   * token, which is never emitted), the done event when generation ends with it (carrying the
+   * text still held back), and whether the draft was kept.
    */
-  next(logits: Float32Array, draft?: DraftToken): PositionOutput {
+  async next(logits: Float32Array, draft?: DraftToken): Promise<PositionOutput> {
     const history = { prompt: this.promptIds, generated: this.generated };
-    const sampled = draft ? this.sampler.verify(logits, history, draft) : { ...this.sampler.sample(logits, history), accepted: false };
+    const fitted = draft && this.fittedMasks[0]?.tokenId === draft.tokenId ? this.fittedMasks.shift() : undefined;
+    const mask = fitted ? fitted.mask : await this.constraint?.nextMask();
+    const sampled = draft ? this.sampler.verify(logits, history, draft, mask) : { ...this.sampler.sample(logits, history, mask), accepted: false };
+    if (!sampled.accepted) this.fittedMasks.length = 0; // the drafts after a replaced one are void
+    this.constraint?.accept(sampled.tokenId);
     this.generated.push(sampled.tokenId);
     this.context.push(sampled.tokenId);
     let finishReason: FinishReason | undefined = this.stop.check(sampled.tokenId, this.generated.length);
@@ -79,16 +90,25 @@ export class TokenOutput {
   }
 
   /**
-   * `drafts` cut to what this answer can keep: at most `room`, and ending at the first draft
-   * that would end generation (a stop token, or the token that completes a stop string) —
-   * verifying positions after it is wasted work.
+   * `drafts` cut to what this answer can keep: at most `room`, ending at the first draft that
+   * would end generation (a stop token, or the token that completes a stop string) — verifying
+   * positions after it is wasted work — and, under a constraint, before the first draft its
+   * grammar forbids (the sampler could never keep it). The masks computed on the way are kept
+   * for `next`, which needs the same ones when the drafts are kept; the constraint ends where
+   * it began.
    */
-  fitDraft(drafts: readonly DraftToken[]): DraftToken[] {
+  async fitDraft(drafts: readonly DraftToken[]): Promise<DraftToken[]> {
     const fitted = drafts.slice(0, this.room);
     const stopIds = this.params.stopTokenIds;
     const end = fitted.findIndex((d) => stopIds.includes(d.tokenId));
     if (end >= 0) fitted.length = end + 1;
-    if (!this.tokenizer || !this.stopStrings?.length || fitted.length === 0) return fitted;
+    this.cutAtStopString(fitted);
+    await this.cutAtGrammar(fitted);
+    return fitted;
+  }
+
+  private cutAtStopString(fitted: DraftToken[]): void {
+    if (!this.tokenizer || !this.stopStrings?.length || fitted.length === 0) return;
     const tail = this.generated.slice(-STOP_WINDOW);
     const before = this.tokenizer.decode(tail).length;
     for (let i = 0; i < fitted.length; i++) {
@@ -96,10 +116,30 @@ export class TokenOutput {
       // A stop string that ends inside the draft's text ends generation at draft i.
       if (this.stopStrings.some((s) => s !== '' && endsAfter(text, s, before))) {
         fitted.length = i + 1;
-        break;
+        return;
       }
     }
-    return fitted;
+  }
+
+  /** Walks the constraint along the drafts (mask, check, accept), cuts at the first refusal, and rolls back. */
+  private async cutAtGrammar(fitted: DraftToken[]): Promise<void> {
+    this.fittedMasks.length = 0;
+    const constraint = this.constraint;
+    if (!constraint || fitted.length === 0) return;
+    let walked = 0;
+    try {
+      for (; walked < fitted.length; walked++) {
+        if (constraint.finished) break; // the grammar ended: only the stop token may follow, which next() samples itself
+        const mask = await constraint.nextMask();
+        const { tokenId } = fitted[walked];
+        if (mask && !maskAllows(mask, tokenId)) break;
+        this.fittedMasks.push({ tokenId, mask });
+        constraint.accept(tokenId);
+      }
+    } finally {
+      constraint.rollback(walked);
+    }
+    fitted.length = walked;
   }
 
   /** Text held back at the end: the decoder's rest, through the stop-string matcher. */

@@ -17,6 +17,15 @@ export {
   type CandidateSet,
   type FilterParams,
 } from './candidates.ts';
+export {
+  ConstraintDeadEndError,
+  ConstraintViolationError,
+  maskAllowsAny,
+  applyTokenMask,
+  maskAllows,
+  type TokenConstraint,
+  type TokenMask,
+} from './constraint.ts';
 export { Sampler, type SampledToken, type TokenLogprob, type VerifiedSample } from './sampler.ts';
 export { verifyDraft, type DraftDistribution, type DraftToken, type VerifiedToken } from './speculative.ts';
 export {

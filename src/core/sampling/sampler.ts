@@ -5,6 +5,7 @@
  */
 
 import { createCandidateScratch, selectCandidates, type CandidateScratch } from './candidates.ts';
+import { applyTokenMask, ConstraintDeadEndError, type TokenMask } from './constraint.ts';
 import { applyPenalties, type TokenHistory } from './penalties.ts';
 import { validateSamplingParams, type SamplingParams } from './params.ts';
 import { createRng, type Rng, type RngState } from './rng.ts';
@@ -18,9 +19,10 @@ export interface TokenLogprob {
 }
 
 /**
- * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties and
- * BEFORE temperature / top-k / top-p / min-p: the model's distribution as adjusted by the
- * penalties, independent of how adventurous the sampling was. (OpenAI reports the raw model
+ * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties (and
+ * the constraint mask, when one is given) and BEFORE temperature / top-k / top-p / min-p: the
+ * model's distribution as adjusted by the penalties and restricted to what the output format
+ * allows, independent of how adventurous the sampling was. (OpenAI reports the raw model
  * distribution; we include penalties because they are part of what the request asked the model to
  * score.) exp(logprob) summed over the whole vocabulary is 1.
  */
@@ -44,8 +46,8 @@ const NO_LOGPROBS: readonly TokenLogprob[] = Object.freeze([]);
  * Samples one sequence's tokens. Not shared between sequences: it owns scratch buffers of
  * O(vocabSize) and the RNG whose position advances by exactly one draw per non-greedy sample.
  *
- * Pipeline: penalties → (temperature 0: argmax, ties to the lowest id, no RNG draw) →
- * temperature → top-k → softmax → top-p → min-p → renormalize → draw.
+ * Pipeline: penalties → constraint mask → (temperature 0: argmax, ties to the lowest id, no RNG
+ * draw) → temperature → top-k → softmax → top-p → min-p → renormalize → draw.
  */
 export class Sampler {
   readonly params: SamplingParams;
@@ -89,24 +91,28 @@ export class Sampler {
    * banned token; NaN or +Infinity throws RangeError, as does a length other than vocabSize, a
    * history id outside the vocabulary, or every logit being -Infinity. `logprob` is NaN and
    * `topLogprobs` empty unless `params.logprobs` (their normalizer costs a pass over the vocabulary).
+   * `mask` (a {@link TokenMask} from the sequence's constraint) bans every token it does not
+   * allow; the draw, greedy choice and logprobs all see only the allowed tokens. A mask that
+   * leaves no token throws ConstraintDeadEndError.
    */
-  sample(logits: Float32Array, history: TokenHistory): SampledToken {
-    return this.choose(logits, history, undefined);
+  sample(logits: Float32Array, history: TokenHistory, mask?: TokenMask): SampledToken {
+    return this.choose(logits, history, undefined, mask);
   }
 
   /**
    * Chooses the token of a position a drafter guessed (`draft`), so that it is distributed
    * exactly as `sample` would draw it (speculative sampling, see `verifyDraft`). Greedy: the
    * argmax, accepted when it is the draft (no RNG draw). Otherwise: the draft is kept with
-   * probability min(1, p/q) under the same distribution `sample` draws from (penalties, then
-   * temperature, top-k, top-p, min-p), else replaced by a draw from the residual; one RNG draw
-   * when kept, two when replaced. Logprobs as `sample`'s. Same errors as `sample`.
+   * probability min(1, p/q) under the same distribution `sample` draws from (penalties, the
+   * mask, then temperature, top-k, top-p, min-p), else replaced by a draw from the residual;
+   * one RNG draw when kept, two when replaced. A draft the mask forbids has p = 0, so it is
+   * never kept. Logprobs as `sample`'s. Same errors as `sample`.
    */
-  verify(logits: Float32Array, history: TokenHistory, draft: DraftToken): VerifiedSample {
-    return this.choose(logits, history, draft);
+  verify(logits: Float32Array, history: TokenHistory, draft: DraftToken, mask?: TokenMask): VerifiedSample {
+    return this.choose(logits, history, draft, mask);
   }
 
-  private choose(logits: Float32Array, history: TokenHistory, draft: DraftToken | undefined): VerifiedSample {
+  private choose(logits: Float32Array, history: TokenHistory, draft: DraftToken | undefined, mask: TokenMask | undefined): VerifiedSample {
     const { params, vocabSize, penalized } = this;
     if (logits.length !== vocabSize) {
       throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
@@ -114,7 +120,8 @@ export class Sampler {
     if (draft && (!Number.isInteger(draft.tokenId) || draft.tokenId < 0 || draft.tokenId >= vocabSize)) {
       throw new RangeError(`draft token ${draft.tokenId} is outside the vocabulary [0, ${vocabSize})`);
     }
-    if (this.plainGreedy) {
+    if (this.plainGreedy && !mask) {
+      // a mask needs the masked copy
       const best = this.argmax(logits);
       return { ...best, accepted: best.tokenId === draft?.tokenId };
     }
@@ -124,6 +131,7 @@ export class Sampler {
       penalized[i] = l;
     }
     applyPenalties(penalized, history, params, this.counts);
+    if (mask) applyTokenMask(penalized, mask);
 
     // Argmax (strict > keeps the lowest id on ties), and the log-softmax normalizer only when
     // logprobs are asked for: it is a pass of exp() over the whole vocabulary.
@@ -135,7 +143,10 @@ export class Sampler {
         best = i;
       }
     }
-    if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    if (best < 0) {
+      if (mask) throw new ConstraintDeadEndError();
+      throw new RangeError('cannot sample: every logit is -Infinity');
+    }
     let tokenId: number;
     let accepted = false;
     if (params.temperature === 0) {
@@ -149,7 +160,7 @@ export class Sampler {
     }
     if (!params.logprobs) return { tokenId, accepted, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
     let sum = 0;
-    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max);
+    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max); // exp(-Infinity) = 0
     const logNormalizer = max + Math.log(sum);
     const topLogprobs: TokenLogprob[] = [];
     if (params.topLogprobs > 0) {
