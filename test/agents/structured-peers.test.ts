@@ -78,3 +78,18 @@ it('a streamed required tool call over two socket peers', async () => {
   expect(name).toBe('lookup');
   expect(['x', 'y']).toContain((JSON.parse(args) as { key: string }).key);
 });
+
+it('json_schema with speculation: greedy output equals speculate off, drafts were walked through the grammar', async () => {
+  const validate = new Ajv().compile(schema);
+  const ask = (speculate: 'off' | 'ngram') =>
+    client.chat.completions.create({ model: serving.modelId, messages: [{ role: 'user', content: 'Rate it twice.' }], temperature: 0, max_tokens: 1024, response_format: { type: 'json_schema', json_schema: { name: 'rating', schema } }, speculate } as never) as Promise<OpenAI.Chat.Completions.ChatCompletion>;
+  const off = await ask('off');
+  const on = await ask('ngram');
+  expect(on.choices[0].message.content).toBe(off.choices[0].message.content);
+  expect(on.usage?.completion_tokens).toBe(off.usage?.completion_tokens);
+  expect(validate(JSON.parse(on.choices[0].message.content ?? ''))).toBe(true);
+  const session = serving.store.state.finished.find((s) => s.id === on.id);
+  expect(session?.speculation?.mode).toBe('ngram');
+  expect(session?.speculation?.drafted).toBeGreaterThan(0);
+  expect(session?.speculation?.steps).toBeLessThan(on.usage!.completion_tokens + 1);
+});

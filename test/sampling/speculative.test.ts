@@ -107,3 +107,39 @@ describe('speculative sampling keeps the distribution', () => {
     expect(() => sampler.verify(LOGITS, { prompt: [], generated: [] }, { tokenId: 6 })).toThrow(RangeError);
   });
 });
+
+describe('verifying under a grammar mask', () => {
+  const maskOf = (allowed: number[]) => {
+    const mask = new Int32Array(1);
+    for (const id of allowed) mask[0] |= 1 << id;
+    return mask;
+  };
+
+  it('greedy: the argmax among the allowed tokens; a draft the mask forbids is never kept', () => {
+    const sampler = new Sampler(validateSamplingParams({ maxTokens: 1, temperature: 0 }), 6);
+    const mask = maskOf([2, 3, 5]); // the unmasked argmax 1 is forbidden; 3 (p 0.25) is the best allowed
+    expect(sampler.verify(LOGITS, { prompt: [], generated: [] }, { tokenId: 1 }, mask)).toMatchObject({ tokenId: 3, accepted: false });
+    expect(sampler.verify(LOGITS, { prompt: [], generated: [] }, { tokenId: 3 }, mask)).toMatchObject({ tokenId: 3, accepted: true });
+  });
+
+  it('sampled: the tokens follow p restricted to the mask and renormalized, a forbidden draft is always replaced', () => {
+    const allowed = [0, 2, 3, 4];
+    const mask = maskOf(allowed);
+    const full = validateSamplingParams({ maxTokens: 1, seed: 11, temperature: 1 });
+    const sampler = new Sampler(full, 6);
+    const masked = Float32Array.from(LOGITS, (l, i) => (allowed.includes(i) ? l : -Infinity));
+    const target = targetOf(masked, full);
+    const drafter = createRng(3);
+    const counts = new Array<number>(6).fill(0);
+    let keptForbidden = 0;
+    for (let t = 0; t < TRIALS; t++) {
+      const draft = Math.floor(drafter.next() * 6); // a point mass on any token, allowed or not
+      const result = sampler.verify(LOGITS, { prompt: [], generated: [] }, { tokenId: draft }, mask);
+      counts[result.tokenId]++;
+      if (result.accepted && !allowed.includes(draft)) keptForbidden++;
+    }
+    expect(keptForbidden).toBe(0);
+    expectDistribution(counts.map((c) => c / TRIALS), target);
+    expect(counts[1] + counts[5]).toBe(0);
+  });
+});

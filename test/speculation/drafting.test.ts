@@ -1,10 +1,10 @@
 /**
  * The pure parts of speculation: prompt lookup, the adaptive draft length, and how the
- * answer trims drafts (budget, stop tokens, stop strings).
+ * answer trims drafts (budget, stop tokens, stop strings, the grammar of a constraint).
  */
 import { describe, expect, it } from 'vitest';
 import { TokenOutput } from '../../src/core/route/token-output.ts';
-import { validateSamplingParams } from '../../src/core/sampling/index.ts';
+import { validateSamplingParams, type TokenConstraint, type TokenMask } from '../../src/core/sampling/index.ts';
 import { DraftLength } from '../../src/core/speculation/draft-length.ts';
 import { lookupDraft, NgramDrafter } from '../../src/core/speculation/ngram-drafter.ts';
 import type { TextTokenizer } from '../../src/core/model/tokenizer.ts';
@@ -98,5 +98,75 @@ describe('drafts fitted to the answer', () => {
     // 'c' 'd' 'e' spell "cde": the stop string "de" is complete at 'e'.
     expect((await output({}, ['de']).fitDraft(drafts([2, 3, 4, 5, 6]))).map((d) => d.tokenId)).toEqual([2, 3, 4]);
     expect(await output({}, ['zz']).fitDraft(drafts([2, 3, 4]))).toHaveLength(3);
+  });
+});
+
+/**
+ * A seam double of a grammar: after token t only t + 1 and t + 2 may follow (ids mod 26), and
+ * it counts the masks it was asked for. Plain data, so the state after a walk can be compared.
+ */
+class StairConstraint implements TokenConstraint {
+  readonly accepted: number[] = [];
+  masks = 0;
+  private last: number;
+  constructor(private readonly start: number) {
+    this.last = start;
+  }
+  async nextMask(): Promise<TokenMask> {
+    this.masks++;
+    const mask = new Int32Array(1);
+    for (const id of this.allowed()) mask[0] |= 1 << id;
+    return mask;
+  }
+  accept(tokenId: number): void {
+    if (!this.allowed().includes(tokenId)) throw new Error(`token ${tokenId} is not allowed after ${this.last}`);
+    this.accepted.push(tokenId);
+    this.last = tokenId;
+  }
+  rollback(tokens: number): void {
+    this.accepted.length -= tokens;
+    this.last = this.accepted.at(-1) ?? this.start;
+  }
+  async fork(): Promise<TokenConstraint> {
+    throw new Error('not used');
+  }
+  readonly finished = false;
+  dispose(): void {}
+  private allowed(): number[] {
+    return [(this.last + 1) % 26, (this.last + 2) % 26];
+  }
+}
+
+describe('drafts fitted to a grammar', () => {
+  const greedy = validateSamplingParams({ temperature: 0, maxTokens: 10 });
+  /** Logits that favour `id` (the model's greedy choice). */
+  const favour = (id: number) => Float32Array.from({ length: 26 }, (_, i) => (i === id ? 5 : 0));
+
+  it('cuts before the first draft the grammar forbids and leaves the constraint where it was', async () => {
+    const constraint = new StairConstraint(0);
+    const output = new TokenOutput(greedy, 26, [0], letters, undefined, constraint);
+    // 1, 3 are allowed (0 → 1 → 3), 4 is allowed after 3, 7 is not.
+    const fitted = await output.fitDraft([1, 3, 4, 7, 8].map((tokenId) => ({ tokenId })));
+    expect(fitted.map((d) => d.tokenId)).toEqual([1, 3, 4]);
+    expect(constraint.accepted).toEqual([]);
+    expect(await output.fitDraft([{ tokenId: 5 }])).toEqual([]); // forbidden at once
+  });
+
+  it('the step’s verification reuses the walk’s masks while drafts are kept, and asks afresh after a replacement', async () => {
+    const constraint = new StairConstraint(0);
+    const output = new TokenOutput(greedy, 26, [0], letters, undefined, constraint);
+    const fitted = await output.fitDraft([1, 3, 4].map((tokenId) => ({ tokenId })));
+    expect(constraint.masks).toBe(3);
+    // The model agrees with 1 and 3, prefers 5 to 4 (allowed after 3): 4 is replaced by 5.
+    expect(await output.next(favour(1), fitted[0])).toMatchObject({ accepted: true });
+    expect(await output.next(favour(3), fitted[1])).toMatchObject({ accepted: true });
+    expect(constraint.masks).toBe(3); // no new mask for the kept drafts
+    expect(await output.next(favour(5), fitted[2])).toMatchObject({ accepted: false });
+    expect(output.generated).toEqual([1, 3, 5]);
+    expect(constraint.accepted).toEqual([1, 3, 5]);
+    // The model's favourite is forbidden after 5 (allowed: 6, 7): the mask wins, with a fresh mask.
+    const free = await output.next(favour(9));
+    expect([6, 7]).toContain(free.token?.tokenId);
+    expect(constraint.masks).toBe(4);
   });
 });
