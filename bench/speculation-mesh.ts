@@ -8,6 +8,7 @@
  * of each, not all of one. The runner (bench/speculation.ts) takes medians over the rounds.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { RouteSession } from '../src/core/route/route-session.ts';
 import { validateSamplingParams } from '../src/core/sampling/index.ts';
@@ -57,6 +58,10 @@ export interface PrefillSample {
   /** Frames the first hop received for the prompt (1 when sequential). */
   readonly chunks: number;
   readonly loadAverage: number;
+  /** CPU time (user + system) each peer process spent during the prefill, ms (/proc; empty elsewhere). */
+  readonly peerCpuMs: readonly number[];
+  /** Each hop's frame time as the head saw it (sent → answered, the link delay included), ms. */
+  readonly hopMs: readonly number[];
 }
 
 export interface MeshResult {
@@ -64,6 +69,17 @@ export interface MeshResult {
   readonly loadMs: number;
   readonly decode: DecodeSample[];
   readonly prefill: PrefillSample[];
+}
+
+/** CPU time (user + system) of process `pid` so far, ms; NaN where /proc is not there. */
+function cpuMs(pid: number | undefined): number {
+  try {
+    // Fields after the command's closing parenthesis: state is 3rd, utime 14th, stime 15th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return Number.NaN;
+  }
 }
 
 async function measure(spec: MeshSpec): Promise<MeshResult> {
@@ -148,9 +164,11 @@ async function measure(spec: MeshSpec): Promise<MeshResult> {
         const promptIds = promptOf(spec.prefill.promptLength, vocabSize, 3 + round);
         for (const chunk of spec.prefill.chunks) {
           const before = links[0].meter.frames;
-          const { times } = await run(promptIds, 1, 'off', chunk === 'auto' ? undefined : chunk);
-          prefill.push({ round, delayMs: spec.prefill.delayMs, chunk, ttftMs: times[0], chunks: links[0].meter.frames - before, loadAverage: os.loadavg()[0] });
-          process.stderr.write(`bench: ${spec.name} round ${round + 1}: prefill of ${spec.prefill.promptLength} at +${spec.prefill.delayMs} ms, chunk ${chunk}: TTFT ${times[0].toFixed(0)} ms, load ${os.loadavg()[0].toFixed(1)}\n`);
+          const cpuBefore = peers.processes.map((p) => cpuMs(p.pid));
+          const { times, telemetry } = await run(promptIds, 1, 'off', chunk === 'auto' ? undefined : chunk);
+          const peerCpuMs = peers.processes.map((p, i) => cpuMs(p.pid) - cpuBefore[i]);
+          prefill.push({ round, delayMs: spec.prefill.delayMs, chunk, ttftMs: times[0], chunks: links[0].meter.frames - before, loadAverage: os.loadavg()[0], peerCpuMs, hopMs: telemetry.hops.map((h) => h.totalMs) });
+          process.stderr.write(`bench: ${spec.name} round ${round + 1}: prefill of ${spec.prefill.promptLength} at +${spec.prefill.delayMs} ms, chunk ${chunk}: TTFT ${times[0].toFixed(0)} ms, peer CPU ${peerCpuMs.map((ms) => ms.toFixed(0)).join(' + ')} ms, load ${os.loadavg()[0].toFixed(1)}\n`);
         }
       }
     }

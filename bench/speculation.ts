@@ -1,5 +1,6 @@
 /**
- * `npm run bench:speculation [-- --quick] [--link-delay-ms 10,20] [--rounds N] [--decode-tokens N]`:
+ * `npm run bench:speculation [-- --quick] [--link-delay-ms 10,20] [--rounds N] [--decode-tokens N]
+ * [--only MESH] [--skip-prefill | --prefill-only]`:
  * what speculative decoding and pipelined prefill win back across real sockets, as ratios
  * measured in one run (medians of interleaved rounds; bench/speculation-mesh.ts measures each
  * mesh in a process of its own). Writes bench/results/speculation-<timestamp>.{json,md} and
@@ -35,6 +36,7 @@ const { values } = parseArgs({
     rounds: { type: 'string' },
     'decode-tokens': { type: 'string' },
     'skip-prefill': { type: 'boolean', default: false },
+    'prefill-only': { type: 'boolean', default: false },
     only: { type: 'string' },
   },
 });
@@ -81,7 +83,7 @@ const meshes: MeshSpec[] = [
   { name: 'aidreams260k, 2 peers', model: AIDREAMS, peers: 2, link: 'relay', threads: 1, rounds: rounds * 2, decode: { prompts: aidreamsPrompts, tokens: 96, modes: ['off', 'ngram'], delaysMs: [0, ...delays] } },
 ];
 const results: MeshResult[] = [];
-for (const spec of meshes) {
+for (const spec of values['prefill-only'] ? meshes.filter((m) => m.prefill).map(({ decode: _, draftSelf: __, ...m }) => m) : meshes) {
   if (values.only && !spec.name.startsWith(values.only)) continue;
   log(`${spec.name}: ${spec.rounds} rounds`);
   results.push(await runMesh(spec));
@@ -133,6 +135,9 @@ interface PrefillRow {
   readonly ttftMs: number;
   readonly perRound: number[];
   readonly ratio?: number;
+  /** Median CPU time of all peers together during the prefill, ms, and of the busiest peer. */
+  readonly peerCpuMs: number;
+  readonly maxPeerCpuMs: number;
 }
 
 function prefillRows(samples: PrefillSample[]): PrefillRow[] {
@@ -141,7 +146,9 @@ function prefillRows(samples: PrefillSample[]): PrefillRow[] {
   return chunksOf.map((key) => {
     const these = samples.filter((s) => String(s.chunk) === key);
     const ttftMs = median(these.map((s) => s.ttftMs));
-    return { chunk: these[0].chunk, chunks: these[0].chunks, ttftMs, perRound: these.map((s) => s.ttftMs), ...(these[0].chunk === 0 ? {} : { ratio: ttftMs / sequential }) };
+    const peerCpuMs = median(these.map((s) => s.peerCpuMs.reduce((a, b) => a + b, 0)));
+    const maxPeerCpuMs = median(these.map((s) => Math.max(...s.peerCpuMs)));
+    return { chunk: these[0].chunk, chunks: these[0].chunks, ttftMs, perRound: these.map((s) => s.ttftMs), peerCpuMs, maxPeerCpuMs, ...(these[0].chunk === 0 ? {} : { ratio: ttftMs / sequential }) };
   });
 }
 
@@ -174,13 +181,21 @@ lines.push(
 );
 lines.push('## Targets', '', '| target | measured | met |', '| --- | --- | --- |');
 for (const t of targets) lines.push(`| ${t.target} | ${t.measured} | ${t.met ? 'yes' : '**no**'} |`);
-lines.push('', '## Decode', '', '| mesh | link delay | speculation | tok/s (median) | ÷ none | drafts kept | tokens / round trip | same tokens | rounds (tok/s) |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+if (decode.length > 0) lines.push('', '## Decode', '', '| mesh | link delay | speculation | tok/s (median) | ÷ none | drafts kept | tokens / round trip | same tokens | rounds (tok/s) |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of decode) {
   lines.push(`| ${r.mesh} | +${r.delayMs} ms | ${r.mode === 'draft' ? 'draft model (itself)' : r.mode} | ${fmt(r.tokensPerSecond)} | ${r.speedup === undefined ? '1' : fmt(r.speedup, 2)} | ${r.mode === 'off' ? '—' : pct(r.acceptance)} | ${fmt(r.tokensPerRoundTrip, 2)} | ${r.sameTokens ? 'yes' : '**no**'} | ${r.perRound.map((x) => fmt(x)).join(', ')} |`);
 }
 if (prefill.length > 0) {
-  lines.push('', '## Pipelined prefill (1,536-token prompt, SmolLM2-shaped, 2 peers × 1 thread, +20 ms)', '', '| chunk (tokens) | frames per hop | TTFT (median, ms) | ÷ sequential | rounds (ms) |', '| --- | --- | --- | --- | --- |');
-  for (const r of prefill) lines.push(`| ${r.chunk === 0 ? 'sequential' : r.chunk} | ${r.chunks} | ${fmt(r.ttftMs, 0)} | ${r.ratio === undefined ? '1' : fmt(r.ratio, 2)} | ${r.perRound.map((x) => fmt(x, 0)).join(', ')} |`);
+  lines.push(
+    '',
+    '## Pipelined prefill (1,536-token prompt, SmolLM2-shaped, 2 peers × 1 thread, +20 ms)',
+    '',
+    'Peer CPU is the time both peer processes spent on a CPU during the prefill (/proc); cores used = peer CPU ÷ TTFT. Sequential prefill can use one core at a time; a pipelined one needs the two at once, so with the cores taken by other work (load average above 2) it cannot overlap, and what bounds it is the CPU share the peers get.',
+    '',
+    '| chunk (tokens) | frames per hop | TTFT (median, ms) | ÷ sequential | peer CPU (ms, both; busiest) | cores used | rounds (ms) |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+  );
+  for (const r of prefill) lines.push(`| ${r.chunk === 0 ? 'sequential' : r.chunk} | ${r.chunks} | ${fmt(r.ttftMs, 0)} | ${r.ratio === undefined ? '1' : fmt(r.ratio, 2)} | ${fmt(r.peerCpuMs, 0)}; ${fmt(r.maxPeerCpuMs, 0)} | ${fmt(r.peerCpuMs / r.ttftMs, 2)} | ${r.perRound.map((x) => fmt(x, 0)).join(', ')} |`);
 }
 lines.push('');
 const markdown = lines.join('\n');
