@@ -9,8 +9,17 @@
  * Same `major` means compatible: a newer `minor` may add optional control-message fields or
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
+ *
+ * Protocol history:
+ * - 1.0 — first release: hello/welcome, assign/ready, release/released, error, stats, ping/pong.
+ * - 1.1 — weight formats (#12): `hello.weightFormats` lists the formats a peer can serve;
+ *   `assign.weights` says which one (format, block size, accuracy level) and `ready.weights`
+ *   echoes what was loaded; a peer refuses an assignment it cannot honour with
+ *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
+ *   1.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
+ *   the activation dtype, which is what 1.0 served.
  */
-export const PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
 
 export interface ProtocolVersion {
   readonly major: number;
@@ -41,6 +50,7 @@ export const ERROR_CODES = {
   cancelled: 'the request was cancelled before it finished',
   route_unavailable: 'no peer (or head) can serve a layer range the route needs',
   unknown_kind: 'a control message or frame kind the receiver does not know',
+  unsupported_weights: 'the peer cannot serve the weight format it was assigned (or the artifact holds another one)',
 } as const satisfies Record<string, string>;
 
 /** A wire error code: one of the keys of `ERROR_CODES`. */
@@ -76,3 +86,17 @@ export function isSessionId(value: unknown): value is string {
 
 /** Activation element types on the wire (same names as core's `ActivationDtype`). */
 export type WireDtype = 'fp32' | 'fp16';
+
+/** Weight formats on the wire (same names as core's `WeightFormat`). */
+export type WireWeightFormat = 'fp32' | 'fp16' | 'q8' | 'q4';
+export const WIRE_WEIGHT_FORMATS: readonly WireWeightFormat[] = ['fp32', 'fp16', 'q8', 'q4'];
+
+/**
+ * A weight format with its block size (a power of two ≥ 16 for q8/q4, 0 for fp32/fp16) and
+ * MatMulNBits accuracy level (0 or 4 for q8/q4, 0 for fp32/fp16). Same shape as core's `WeightSpec`.
+ */
+export interface WireWeights {
+  readonly format: WireWeightFormat;
+  readonly blockSize: number;
+  readonly accuracyLevel: 0 | 4;
+}

@@ -37,7 +37,7 @@ export interface Checkpoint {
   readonly weightsFile: string;
   /** The raw little-endian bytes of one tensor (only that range is read). */
   readTensorBytes(name: string): Promise<Uint8Array>;
-  /** One tensor decoded to float32, row-major in its safetensors shape. */
+  /** One float tensor decoded to float32, row-major in its safetensors shape (I32 tensors are refused). */
   readTensor(name: string): Promise<Float32Array>;
 }
 
@@ -87,7 +87,11 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
     files,
     weightsFile,
     readTensorBytes,
-    readTensor: async (name) => toFloat32(await readTensorBytes(name), locate(name).dtype),
+    readTensor: async (name) => {
+      const { dtype, file } = locate(name);
+      if (dtype === 'I32') throw new CheckpointError(file, `tensor '${name}' is I32, not a float tensor`);
+      return toFloat32(await readTensorBytes(name), dtype);
+    },
   };
 }
 

@@ -8,21 +8,20 @@
  * for every layer l in [start, end). Prefill feeds seq = prompt length with past = 0;
  * decode feeds seq = 1. Positions are past .. past+seq-1, derived inside the graph from the
  * past length, so one graph serves both. Attention is onnxruntime's GroupQueryAttention
- * (com.microsoft) with its built-in rotary; norms are (Skip)SimplifiedLayerNormalization;
- * linear layers are Gemm with transB = 1 over Hugging Face's [out, in] weights, so weights
- * can be referenced in place inside .safetensors files.
+ * (com.microsoft) with a separate RotaryEmbedding; norms are (Skip)SimplifiedLayerNormalization;
+ * linear layers are Gemm with transB = 1 over Hugging Face's [out, in] weights, or
+ * MatMulNBits over block-quantized ones (onnx/linear-ops.ts), as the weight format says.
  */
 import { GraphBuilder } from './onnx/graph-builder.ts';
+import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
+import type { GraphWeights } from './weight-plan.ts';
 
 export type ActivationDtype = 'fp32' | 'fp16';
-
-/** Resolves a Hugging Face tensor name to an initializer in the activation dtype. */
-export type WeightResolver = (name: string) => Initializer;
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
 export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
@@ -50,7 +49,7 @@ export function buildShardGraph(
   config: ModelConfig,
   range: LayerRange,
   dtype: ActivationDtype,
-  weight: WeightResolver,
+  weights: GraphWeights,
 ): OnnxGraph {
   if (!(range.start >= 0 && range.end <= config.numLayers && range.start < range.end)) {
     throw new RangeError(`layer range [${range.start}, ${range.end}) is not inside [0, ${config.numLayers})`);
@@ -74,7 +73,7 @@ export function buildShardGraph(
   const positionIds = g.op1('Unsqueeze', [g.op1('Range', [g.op1('Squeeze', [past, g.int64([0])]), g.op1('Squeeze', [total, g.int64([0])]), g.int64([1], [])]), g.int64([0])]); // [1, seq]
 
   const residual = g.op1('Reshape', [input, g.int64([-1, H])]); // [seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weight, { residual, positionIds, seqlensK, totalScalar });
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, positionIds, seqlensK, totalScalar });
   g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, [1, 'sequence', H]);
   for (let l = range.start; l < range.end; l++) {
@@ -103,18 +102,17 @@ export function appendDecoderLayers(
   config: ModelConfig,
   range: LayerRange,
   dtype: ActivationDtype,
-  weight: WeightResolver,
+  weights: GraphWeights,
   sequence: DecoderSequence,
 ): string {
   const { numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
-  const use = (name: string) => g.initializer(weight(name));
+  const use = (name: string) => g.initializer(weights.tensor(name));
   const positions = rotaryPositions(config);
   const caches = ropeCaches(config.rope, D, positions);
   const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
   const sin = g.initializer(floatInitializer('rotary_sin', [positions, D / 2], caches.sin, dtype));
 
-  const linear = (x: string, w: string, b?: string) =>
-    g.op1('Gemm', b ? [x, use(w), use(b)] : [x, use(w)], { transB: 1 });
+  const linear = (x: string, w: string, b?: string) => emitLinear(g, x, weights.linear(w), b ? use(b) : undefined);
   const headNorm = (x: string, heads: number, w: string) => {
     const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
     const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });

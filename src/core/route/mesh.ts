@@ -5,7 +5,8 @@
  * link closes leaves the mesh. Each lease handed out is a LeasedLink over the peer's link.
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
-import type { WireDtype } from '../../shared/protocol.ts';
+import type { WireDtype, WireWeightFormat, WireWeights } from '../../shared/protocol.ts';
+import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
 import type { LayerRange } from '../model/types.ts';
 import { LeasedLink } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
@@ -19,7 +20,12 @@ export interface MeshModel {
   readonly name: string;
   readonly config: ShardConfigSummary;
   readonly dtype: WireDtype;
+  /** The weight format every range is served in. */
+  readonly weights: WireWeights;
+  /** Packed weight bytes of one decoder layer in that format (what the planner budgets). */
   readonly bytesPerLayer: number;
+  /** Packed weight bytes of the embedding and LM head the head holds (taken from its budget first). */
+  readonly headBytes?: number;
   /** Where a peer fetches the artifact of a range (a path on the head's origin or a URL). */
   artifactUrl(range: LayerRange): string;
 }
@@ -32,6 +38,8 @@ export interface MeshPeerInit {
   /** The link frames travel on (direct when the peer listens, else relay). */
   readonly link: PeerLink;
   readonly listenUrl?: string;
+  /** Formats the peer announced it can serve (absent: a 1.0 peer, only the float format equal to the dtype). */
+  readonly weightFormats?: readonly WireWeightFormat[];
 }
 
 export interface MeshPeer extends MeshPeerInit {
@@ -141,11 +149,16 @@ export class Mesh implements RouteProvider {
       model: this.model.name,
       range,
       dtype: this.model.dtype,
+      weights: this.model.weights,
       artifactUrl: this.model.artifactUrl(range),
       config: this.model.config,
     };
     const answer = await peer.link.control(assign, signal);
+    if (answer.kind === 'error') throw new RouteUnavailableError(`peer ${peer.id} refused layers [${range.start}, ${range.end}) in ${weightSpecName(this.model.weights)}: [${answer.code}] ${answer.message}`);
     if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
+    if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
+      throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
+    }
     peer.ranges.push(range);
     peer.device = answer.device;
     this.changed();
@@ -162,7 +175,7 @@ export class Mesh implements RouteProvider {
   }
 
   private planModel() {
-    return { numLayers: this.model.config.numLayers, bytesPerLayer: this.model.bytesPerLayer };
+    return { numLayers: this.model.config.numLayers, bytesPerLayer: this.model.bytesPerLayer, headBytes: this.model.headBytes };
   }
 
   private planOptions(): PlanOptions {
@@ -171,21 +184,19 @@ export class Mesh implements RouteProvider {
     return { ...this.options, headBudgetBytes: this.options.headBudgetBytes ?? head.memoryBudgetBytes };
   }
 
+  /** Whether `peer` announced the model's weight format (a 1.0 peer serves only the float format equal to the dtype). */
+  servesFormat(peer: MeshPeerInit): boolean {
+    const formats = peer.weightFormats ?? [this.model.dtype];
+    return formats.includes(this.model.weights.format);
+  }
+
   private peerInfos(): PeerInfo[] {
     return this.peers
-      .filter((p) => p.id !== HEAD_PEER_ID)
+      .filter((p) => p.id !== HEAD_PEER_ID && this.servesFormat(p))
       .map((p) => ({ id: p.id, memoryBudgetBytes: p.memoryBudgetBytes, runtime: p.runtime === 'browser' ? 'browser' : 'node' }));
   }
 
   private changed(): void {
     for (const listener of this.listeners) listener();
   }
-}
-
-/** Approximate bytes of one decoder layer's weights in the activation dtype (for planning). */
-export function bytesPerLayer(config: ShardConfigSummary & { intermediateSize: number }, dtype: WireDtype): number {
-  const { hiddenSize: h, numHeads, numKvHeads, headDim, intermediateSize } = config;
-  const attention = h * headDim * (2 * numHeads + 2 * numKvHeads);
-  const mlp = 3 * h * intermediateSize;
-  return (attention + mlp + 2 * h) * (dtype === 'fp16' ? 2 : 4);
 }

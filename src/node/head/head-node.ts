@@ -8,6 +8,7 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import { weightSpec, type WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { ShardService } from '../../core/peer/shard-peer.ts';
@@ -43,6 +44,8 @@ export interface HeadOptions {
   readonly link: 'relay' | 'direct';
   readonly headLayers: 'auto' | 'none' | LayerRange;
   readonly dtype: ActivationDtype;
+  /** Weight format of every part (default: the float format equal to `dtype`). */
+  readonly weights?: WeightSpec;
   readonly device: string;
   readonly threads?: number;
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
@@ -62,6 +65,8 @@ export interface HeadContext {
   readonly model: LocalModel;
   readonly name: string;
   readonly joinToken: string | undefined;
+  /** The weight format the mesh serves. */
+  readonly weights: WeightSpec;
   openSession(request: RouteSessionRequest, signal?: AbortSignal, onUpdate?: (t: SessionTelemetry) => void): RouteSession;
 }
 
@@ -81,15 +86,16 @@ export function generateJoinToken(): string {
 
 export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const { model, dtype } = options;
+  const weights = options.weights ?? weightSpec(dtype);
   const log = options.log ?? (() => {});
   const joinToken = options.joinToken === null ? undefined : (options.joinToken ?? generateJoinToken());
   const budget = options.memoryBudgetBytes ?? Math.floor(os.freemem() / 2);
   const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
-  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype);
-  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype);
+  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
+  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
   const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget });
+  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
@@ -97,7 +103,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget },
       log,
     );
-    mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer) });
+    mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer), weightFormats: [weights.format] });
   }
 
   const context: HeadContext = {
@@ -107,6 +113,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     model,
     name: options.name,
     joinToken,
+    weights,
     openSession: (request, signal, onUpdate) =>
       new RouteSession({ head: headRunner, route: mesh, vocabSize: model.checkpoint.config.vocabSize, tokenizer: options.tokenizer, onUpdate, now: preciseNow }, request, signal),
   };
@@ -114,7 +121,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const allowLoopbackWithoutToken = options.joinToken === undefined;
   const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
   app.get('/peer/ws', gateway.handler);
-  mountArtifactRoutes(app, model, joinToken, allowLoopbackWithoutToken);
+  mountArtifactRoutes(app, model, { dtype, weights }, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);
   const server: RunningServer = await startServer(app, { port: options.port, host: options.host });
   const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;

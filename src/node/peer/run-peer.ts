@@ -9,7 +9,7 @@ import { PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
 import { ShardPeer, type ShardService } from '../../core/peer/shard-peer.ts';
 import { sameToken } from '../../core/route/peer-admission.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
+import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
 import { dialSocket, httpOrigin } from '../net/ws-dial.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
@@ -112,6 +112,7 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     executionProvider: options.device,
     memoryBudgetBytes: options.memoryBudgetBytes,
     peerId,
+    weightFormats: WIRE_WEIGHT_FORMATS, // onnxruntime-node runs every format on every provider
     ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
     ...(listenUrl !== undefined && { listenUrl }),
   });
