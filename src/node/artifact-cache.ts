@@ -5,15 +5,18 @@
  * nothing. A build streams the weights chunk by chunk into a temporary folder beside it
  * (`.building-<part>-<pid>-<uuid>`) and renames it into place at the end: a reader never sees
  * half an artifact, a failed build removes its folder, and one killed mid-build is swept by
- * the next build of that part once its process is gone.
+ * the next build of that part once its process is gone. The MatMulNBits accuracy level is
+ * a graph attribute only: folders that differ only in it (`…-acc0`, `…-acc4`) share one
+ * `weights.bin` (hard-linked, or copied where links are refused), so switching the level
+ * re-quantizes nothing.
  */
-import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Checkpoint } from '../core/model/checkpoint.ts';
 import { parseShardManifest } from '../core/model/manifest-parse.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
-import { buildShardArtifact, partName, shardWeightChunks, type ShardArtifact, type ShardPart } from '../core/model/shard-artifact.ts';
+import { buildShardArtifact, partName, shardWeightChunks, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
 import { WEIGHTS_FILE } from '../core/runtime/ort-session.ts';
 import { meshnetHome } from './meshnet-home.ts';
@@ -62,10 +65,49 @@ async function sweepAbandoned(parent: string, part: string): Promise<void> {
   }
 }
 
-/** Write `artifact` and its packed weights (streamed from the checkpoint) into `staging`. */
-async function writeArtifact(staging: string, artifact: ShardArtifact, checkpoint: Checkpoint): Promise<void> {
+const ACCURACY_SUFFIX = /-acc\d$/;
+
+/**
+ * A whole `weights.bin` of a sibling folder that differs from `directory` only in the accuracy
+ * level and holds the same packed segments as `manifest`, or undefined.
+ */
+export async function findReusableWeights(directory: string, manifest: ShardManifest): Promise<string | undefined> {
+  const name = path.basename(directory);
+  if (!ACCURACY_SUFFIX.test(name)) return undefined;
+  const parent = path.dirname(directory);
+  const stem = name.replace(ACCURACY_SUFFIX, '');
+  const wanted = JSON.stringify(manifest.segments);
+  for (const entry of await readdir(parent).catch(() => [] as string[])) {
+    if (entry === name || entry.replace(ACCURACY_SUFFIX, '') !== stem || !ACCURACY_SUFFIX.test(entry)) continue;
+    try {
+      const other = JSON.parse(await readFile(path.join(parent, entry, 'manifest.json'), 'utf8')) as ShardManifest;
+      const file = path.join(parent, entry, WEIGHTS_FILE);
+      if (other.modelKey === manifest.modelKey && other.weightsLength === manifest.weightsLength && JSON.stringify(other.segments) === wanted && (await stat(file)).size === manifest.weightsLength) return file;
+    } catch {
+      // not a whole artifact: look further
+    }
+  }
+  return undefined;
+}
+
+/** Put `from` (a whole weights file) at `to`: a hard link, or a copy where links are refused. */
+export async function linkOrCopy(from: string, to: string): Promise<void> {
+  try {
+    await link(from, to);
+  } catch {
+    await copyFile(from, to);
+  }
+}
+
+/** Write `artifact` and its packed weights (streamed from the checkpoint, or shared with a sibling) into `staging`. */
+async function writeArtifact(staging: string, artifact: ShardArtifact, checkpoint: Checkpoint, reusable?: string): Promise<void> {
   await mkdir(staging, { recursive: true });
   await writeFile(path.join(staging, 'graph.onnx'), artifact.graph);
+  if (reusable) {
+    await linkOrCopy(reusable, path.join(staging, WEIGHTS_FILE));
+    await writeFile(path.join(staging, 'manifest.json'), JSON.stringify(artifact.manifest));
+    return;
+  }
   const handle = await open(path.join(staging, WEIGHTS_FILE), 'w');
   try {
     for await (const { offset, bytes } of shardWeightChunks(artifact.manifest, checkpoint.source)) {
@@ -98,7 +140,7 @@ export async function getShardArtifact(
   await sweepAbandoned(parent, name);
   const staging = path.join(parent, `${BUILDING}${name}-${process.pid}-${randomUUID()}`);
   try {
-    await writeArtifact(staging, artifact, checkpoint);
+    await writeArtifact(staging, artifact, checkpoint, await findReusableWeights(directory, artifact.manifest));
     await rm(directory, { recursive: true, force: true });
     await rename(staging, directory);
   } catch (error) {

@@ -2,7 +2,9 @@
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { serveHead } from '../serve/serve-head.ts';
+import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import { parseChoice, parseInteger, UsageError } from './args.ts';
+import { readWeightFlags, WEIGHT_OPTIONS, WEIGHT_USAGE } from './weight-flags.ts';
 
 export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
 
@@ -20,6 +22,7 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --chat-template FILE a Jinja chat template overriding the model's
   --device D           ${Object.keys(NODE_DEVICES).join('|')} for the head's own work (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
+${WEIGHT_USAGE}
   --threads N          onnxruntime threads per session`;
 
 export async function serveCommand(argv: string[]): Promise<void> {
@@ -41,6 +44,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       device: { type: 'string' },
       dtype: { type: 'string' },
       threads: { type: 'string' },
+      ...WEIGHT_OPTIONS,
     },
     strict: true,
   });
@@ -62,6 +66,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     chatTemplateFile: values['chat-template'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),
+    weights: readWeightFlags(values),
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     log,
   });
@@ -69,7 +74,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';
   process.stdout.write(
     [
-      `meshnet is serving ${serving.modelId}`,
+      `meshnet is serving ${serving.modelId} (weights ${weightSpecName(serving.head.weights)})`,
       `  API        ${base}/v1`,
       `  dashboard  ${base}/dashboard${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
       `  peers      meshnet peer --head ${serving.head.peerUrl}${serving.head.joinToken ? ` --join-token ${serving.head.joinToken}` : ''}`,

@@ -16,7 +16,7 @@ import { createShardExecutor } from '../../core/runtime/ort-loader.ts';
 import { WEIGHTS_FILE } from '../../core/runtime/ort-session.ts';
 import type { ShardExecutor } from '../../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../../shared/control.ts';
-import { artifactDirectory } from '../artifact-cache.ts';
+import { artifactDirectory, findReusableWeights, linkOrCopy } from '../artifact-cache.ts';
 import { ARTIFACT_TOKEN_HEADER } from '../head/artifact-routes.ts';
 import { meshnetHome } from '../meshnet-home.ts';
 import { nodeLoaderOptions } from '../ort-node-runtime.ts';
@@ -63,8 +63,13 @@ export function httpShardLoader(options: HttpLoaderOptions): ShardLoader {
     await mkdir(staging, { recursive: true });
     try {
       await writeFile(path.join(staging, 'graph.onnx'), new Uint8Array(await (await get(file('graph.onnx'))).arrayBuffer()));
-      const weights = await get(file(WEIGHTS_FILE));
-      await pipeline(Readable.fromWeb(weights.body! as never), createWriteStream(path.join(staging, WEIGHTS_FILE)));
+      // Only the graph differs between accuracy levels: reuse weights this peer already holds.
+      const reusable = await findReusableWeights(dir, manifest);
+      if (reusable) await linkOrCopy(reusable, path.join(staging, WEIGHTS_FILE));
+      else {
+        const weights = await get(file(WEIGHTS_FILE));
+        await pipeline(Readable.fromWeb(weights.body! as never), createWriteStream(path.join(staging, WEIGHTS_FILE)));
+      }
       const size = (await stat(path.join(staging, WEIGHTS_FILE))).size;
       if (size !== manifest.weightsLength) throw new Error(`weights.bin has ${size} bytes, the manifest says ${manifest.weightsLength}`);
       await writeFile(path.join(staging, 'manifest.json'), JSON.stringify(manifest));

@@ -144,11 +144,20 @@ export function quantizeRows(values: Float32Array, layout: BlockLayout): BlockQu
       const blockIndex = r * blocks + b;
       writeScale(scaleView, blockIndex, scale, layout.scaleDtype);
       if (zeroPoints) setPacked(zeroPoints, r * perRow.zeroPoints * (8 / bits) + b, zero, bits);
-      const base = r * rowElements;
-      for (let k = start; k < Math.min(start + blockSize, rowElements); k++) {
-        const q = k < end ? Math.min(qMax, Math.max(0, Math.round(values[rowStart + k] / scale) + zero)) : zero;
-        setPacked(data, base + k, q, bits);
+      const base = r * rowElements; // even: rows and blocks start on whole bytes
+      const limit = Math.min(start + blockSize, rowElements);
+      let low = 0;
+      for (let k = start; k < limit; k++) {
+        let q = zero;
+        if (k < end) {
+          q = Math.round(values[rowStart + k] / scale) + zero;
+          q = q < 0 ? 0 : q > qMax ? qMax : q;
+        }
+        if (bits === 8) data[base + k] = q;
+        else if ((k & 1) === 0) low = q;
+        else data[(base + k) >> 1] = low | (q << 4);
       }
+      if (bits === 4 && (limit & 1) === 1) data[(base + limit - 1) >> 1] = low;
     }
   }
   return { data, scales, ...(zeroPoints ? { zeroPoints } : {}) };

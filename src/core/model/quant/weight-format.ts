@@ -16,6 +16,7 @@
  * SwiftShader ignore it).
  */
 import type { ActivationDtype } from '../shard-graph.ts';
+import type { ModelConfig } from '../types.ts';
 import { isValidBlockSize, type QuantBits } from './block-quant.ts';
 
 export type WeightFormat = 'fp32' | 'fp16' | 'q8' | 'q4';
@@ -87,4 +88,25 @@ export function parseWeightSpecName(name: string): WeightSpec | undefined {
 
 export function sameWeightSpec(a: WeightSpec, b: WeightSpec): boolean {
   return weightSpecName(a) === weightSpecName(b);
+}
+
+/** What a user asked for (`--weights`, `--quant-block`, `--accuracy-level`); absent fields take defaults. */
+export interface WeightRequest {
+  readonly format?: WeightFormat;
+  readonly blockSize?: number;
+  readonly accuracyLevel?: AccuracyLevel;
+}
+
+/**
+ * The spec to serve `config` with: as requested, defaulting the format to the activation dtype,
+ * or to q4 for a pre-quantized (AWQ/GPTQ) checkpoint, which only q4 can serve without a float
+ * round trip. Throws WeightSpecError naming the problem.
+ */
+export function resolveWeightSpec(config: Pick<ModelConfig, 'quantization'>, dtype: ActivationDtype, request: WeightRequest = {}): WeightSpec {
+  const pre = config.quantization;
+  const format = request.format ?? (pre ? 'q4' : dtype);
+  if (pre && format !== 'q4') {
+    throw new WeightSpecError(`this checkpoint is ${pre.method.toUpperCase()} 4-bit (group size ${pre.groupSize}): it is served as q4 (its default), not ${format}`);
+  }
+  return weightSpec(dtype, { ...request, format });
 }
