@@ -141,8 +141,7 @@ export async function getShardArtifact(
   const staging = path.join(parent, `${BUILDING}${name}-${process.pid}-${randomUUID()}`);
   try {
     await writeArtifact(staging, artifact, checkpoint, await findReusableWeights(directory, artifact.manifest));
-    await rm(directory, { recursive: true, force: true });
-    await rename(staging, directory);
+    await placeFolder(staging, directory, () => readCachedArtifact(directory, key).then(Boolean));
   } catch (error) {
     await rm(staging, { recursive: true, force: true });
     // Another process may have won the race; its artifact is as good as ours.
@@ -151,6 +150,22 @@ export async function getShardArtifact(
     throw error;
   }
   return { artifact, directory, cached: false };
+}
+
+/**
+ * Rename `staging` to `directory`. A folder already there is replaced only when `isValid`
+ * says it is stale: a valid one may be another process's, which could be loading from it
+ * right now. Throws when that folder was kept.
+ */
+export async function placeFolder(staging: string, directory: string, isValid: () => Promise<boolean>): Promise<void> {
+  try {
+    await rename(staging, directory); // fails with ENOTEMPTY / EEXIST when the folder has files
+    return;
+  } catch (error) {
+    if (await isValid()) throw error; // the caller reads the other process's artifact
+  }
+  await rm(directory, { recursive: true, force: true });
+  await rename(staging, directory);
 }
 
 /** The cached folder of `artifact` (holding `weights.bin`), for OrtLoaderOptions.weights. */

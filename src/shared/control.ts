@@ -14,6 +14,8 @@ import { isErrorCode, WIRE_WEIGHT_FORMATS, type ErrorCode, type LayerRange, type
 /** Longest control message text accepted, in UTF-16 code units. */
 export const MAX_CONTROL_MESSAGE_CHARS = 64 * 1024;
 const PEER_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Nonces and proofs of the direct-link handshake: 32 bytes as 64 lowercase hex digits. */
+const HEX_256 = /^[0-9a-f]{64}$/;
 
 interface Correlated {
   /** Correlation id: a response carries its request's id. At most 128 characters. */
@@ -50,7 +52,7 @@ export interface HelloMessage extends Correlated {
   readonly listenUrl?: string;
   readonly peerId: string;
   readonly adapter?: AdapterInfo;
-  /** Weight formats this peer's runtime can serve (1.1). Absent (a 1.0 peer): only the float format equal to the activation dtype. */
+  /** Weight formats this peer's runtime can serve (2.1). Absent (a 2.0 peer): only the float format equal to the activation dtype. */
   readonly weightFormats?: readonly WireWeightFormat[];
 }
 /** Head → peer: the hello was accepted under `peerId`. */
@@ -66,7 +68,7 @@ export interface AssignMessage extends Correlated {
   readonly model: string;
   readonly range: LayerRange; // [start, end), end ≤ config.numLayers
   readonly dtype: WireDtype;
-  /** The weight format to serve (1.1; absent from a 1.0 head: the float format equal to `dtype`). A peer that cannot serve it refuses with `unsupported_weights`. */
+  /** The weight format to serve (2.1; absent from a 2.0 head: the float format equal to `dtype`). A peer that cannot serve it refuses with `unsupported_weights`. */
   readonly weights?: WireWeights;
   /** Where to fetch the shard artifact: absolute URL or a path on the head's origin. */
   readonly artifactUrl: string;
@@ -79,7 +81,7 @@ export interface ReadyMessage extends Correlated {
   readonly range: LayerRange;
   readonly loadMs: number;
   readonly device: string;
-  /** The weight format loaded (1.1). */
+  /** The weight format loaded (2.1). */
   readonly weights?: WireWeights;
 }
 /** Head → peer: free every KV entry of `sessionId`; answered by `released`. */
@@ -115,6 +117,31 @@ export interface StatsMessage extends Correlated {
   readonly decodeBusyMs?: number;
   readonly decodeRunMs?: number;
 }
+/**
+ * Direct-link handshake (protocol 2): the head dials a peer's listen URL with no secret in
+ * the URL or headers; the peer's first message is a `challenge`, the head answers
+ * `authenticate` (proof that it holds the join token, bound to both nonces and the peer id),
+ * the peer answers `authenticated` (its own proof) and only then serves the socket. Proofs
+ * are HMAC-SHA256 (hex); `src/core/peer/direct-auth.ts` computes and checks them.
+ */
+export interface ChallengeMessage extends Correlated {
+  readonly kind: 'challenge';
+  /** 32 random bytes, hex. */
+  readonly nonce: string;
+}
+/** Head → peer: answers `challenge`; `nonce` is the head's own, for the peer's proof. */
+export interface AuthenticateMessage extends Correlated {
+  readonly kind: 'authenticate';
+  /** The peer the head means to reach (it joined under this id). */
+  readonly peerId: string;
+  readonly nonce: string;
+  readonly proof: string;
+}
+/** Peer → head: the head's proof checked; here is the peer's. The link is up. */
+export interface AuthenticatedMessage extends Correlated {
+  readonly kind: 'authenticated';
+  readonly proof: string;
+}
 /** Liveness; `t` is the sender's clock in milliseconds, echoed by `pong`. */
 export interface PingMessage extends Correlated {
   readonly kind: 'ping';
@@ -135,7 +162,10 @@ export type ControlMessage =
   | ErrorMessage
   | StatsMessage
   | PingMessage
-  | PongMessage;
+  | PongMessage
+  | ChallengeMessage
+  | AuthenticateMessage
+  | AuthenticatedMessage;
 export type ControlKind = ControlMessage['kind'];
 
 type Reader = (r: FieldReader) => Omit<ControlMessage, 'kind' | 'id'>;
@@ -210,6 +240,9 @@ const readers: Record<ControlKind, Reader> = {
   }),
   ping: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
   pong: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
+  challenge: (r) => ({ nonce: r.string('nonce', { pattern: HEX_256 }) }),
+  authenticate: (r) => ({ peerId: r.string('peerId', { pattern: PEER_ID }), nonce: r.string('nonce', { pattern: HEX_256 }), proof: r.string('proof', { pattern: HEX_256 }) }),
+  authenticated: (r) => ({ proof: r.string('proof', { pattern: HEX_256 }) }),
 };
 
 /**

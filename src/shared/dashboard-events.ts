@@ -64,7 +64,7 @@ const session = shape({
   'timeToFirstTokenMs?': isNumber,
   tokensPerSecond: isNumber,
   rate: arrayOf(shape({ t: isNumber, tokensPerSecond: isNumber })),
-  hops: arrayOf(shape({ peerId: isString, range, lastMs: isNumber, meanMs: isNumber, kvPositions: isNumber })),
+  hops: arrayOf(shape({ peerId: isString, range, frames: isNumber, tokens: isNumber, lastMs: isNumber, meanMs: isNumber, kvPositions: isNumber })),
   repairs: arrayOf(shape({ kind: oneOf('cache_miss', 'replaced'), hop: isNumber, peerId: isString, 'lostPeerId?': isString })),
   state: oneOf('running', 'finished', 'cancelled', 'error'),
   'error?': isString,

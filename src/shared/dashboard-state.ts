@@ -61,6 +61,10 @@ export interface RatePoint {
 export interface SessionHopView {
   readonly peerId: string;
   readonly range: LayerRange;
+  /** Frames this hop has answered for the session (prefill and decode, replays included). */
+  readonly frames: number;
+  /** Positions those frames carried (a prefill frame carries the whole prompt). */
+  readonly tokens: number;
   readonly lastMs: number;
   readonly meanMs: number;
   readonly kvPositions: number;

@@ -9,17 +9,26 @@
  * Same `major` means compatible: a newer `minor` may add optional control-message fields or
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
- *
- * Protocol history:
- * - 1.0 — first release: hello/welcome, assign/ready, release/released, error, stats, ping/pong.
- * - 1.1 — weight formats (#12): `hello.weightFormats` lists the formats a peer can serve;
+ */
+export const PROTOCOL_VERSION = { major: 2, minor: 1 } as const;
+
+/*
+ * Protocol history (version → what changed):
+ * - 1.0: hello/welcome, assign/ready, release/released, error, stats, ping/pong; 48-byte
+ *   activation frames. A direct link was dialled at `listenUrl?token=<join token>`.
+ * - 2.0: direct links carry no secret: the head dials the host the peer's relay socket came
+ *   from (or one `--allow-peer-hosts` names) at the announced port and path, and proves it
+ *   holds the join token in a `challenge` → `authenticate` → `authenticated` handshake
+ *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
+ *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
+ *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
+ * - 2.1: weight formats (#12): `hello.weightFormats` lists the formats a peer can serve;
  *   `assign.weights` says which one (format, block size, accuracy level) and `ready.weights`
  *   echoes what was loaded; a peer refuses an assignment it cannot honour with
  *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
- *   1.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
- *   the activation dtype, which is what 1.0 served.
+ *   2.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
+ *   the activation dtype, which is what 2.0 served.
  */
-export const PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
 
 export interface ProtocolVersion {
   readonly major: number;
@@ -50,6 +59,7 @@ export const ERROR_CODES = {
   cancelled: 'the request was cancelled before it finished',
   route_unavailable: 'no peer (or head) can serve a layer range the route needs',
   unknown_kind: 'a control message or frame kind the receiver does not know',
+  peer_id_taken: 'another connected peer holds this peer id (and still answers a ping); the id head is reserved',
   unsupported_weights: 'the peer cannot serve the weight format it was assigned (or the artifact holds another one)',
 } as const satisfies Record<string, string>;
 

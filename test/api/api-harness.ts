@@ -8,6 +8,7 @@ import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { STORIES_DIR } from '../engine/harness.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 export { STORIES_DIR };
 
@@ -33,9 +34,12 @@ export function serveStories(extra: Partial<ServeOptions> = {}): Promise<Serving
   });
 }
 
-/** The official client against `serving` (no retries: a refusal must surface as it is). */
+/**
+ * The official client against `serving` (no retries: a refusal must surface as it is). Every
+ * body and stream chunk it receives is checked against the OpenAI spec (`specFetch`).
+ */
 export function clientFor(serving: ServingHead, apiKey = 'unused'): OpenAI {
-  return new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey, maxRetries: 0, timeout: 60_000 });
+  return new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey, maxRetries: 0, timeout: 60_000, fetch: specFetch });
 }
 
 /** Whatever `fn` throws (fails the test when it does not throw). */
@@ -48,9 +52,9 @@ export async function thrown(fn: () => Promise<unknown>): Promise<unknown> {
   throw new Error('expected the call to fail');
 }
 
-/** POST `body` (already a string) as JSON and return status, headers and parsed body. */
+/** POST `body` (already a string) as JSON and return status, headers and parsed body (checked against the spec). */
 export async function postRaw(url: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown; headers: Headers }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const response = await specFetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   const text = await response.text();
   let json: unknown;
   try {
@@ -107,41 +111,65 @@ export async function readSseEvents(response: Response, enough: (events: readonl
 }
 
 /**
- * A PeerLink that lets `open` activation frames through, then holds the rest until
- * `release()`: a session stays live (and its stream open) for as long as a test needs.
- * Control messages (assign, stats) always pass.
+ * A PeerLink that lets `open` activation frames through, then holds the rest until more are
+ * allowed (`allow`, `hold`) or all are (`release`): a session stays live (and its stream
+ * open) for as long as a test needs, and moves on exactly as far as the test says. A held
+ * frame gives up when its request is aborted. Control messages (assign, stats) always pass.
  */
 export class GatedLink implements PeerLink {
-  private gate = deferred();
-  private passed = 0;
+  private credits: number;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(
     private readonly inner: PeerLink,
-    public open: number,
-  ) {}
+    open: number,
+  ) {
+    this.credits = open;
+  }
 
   get closed(): Promise<void> {
     return this.inner.closed;
   }
 
-  /** Let every frame through from now on. */
-  release(): void {
-    this.open = Infinity;
-    this.gate.resolve();
+  /** Frames held right now. */
+  get held(): number {
+    return this.waiting.length;
   }
 
-  /** Hold frames again after `open` more. */
+  /** Let every frame through from now on. */
+  release(): void {
+    this.credits = Infinity;
+    this.flush();
+  }
+
+  /** Let `open` more frames through (held ones first), then hold again. */
   hold(open: number): void {
-    this.passed = 0;
-    this.open = open;
-    this.gate = deferred();
+    this.credits = open;
+    this.flush();
+  }
+
+  /** Let `count` more frames through than already may pass. */
+  allow(count: number): void {
+    this.credits += count;
+    this.flush();
   }
 
   async request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    if (this.passed++ >= this.open) {
-      const aborted = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
-      aborted.catch(() => {});
-      await Promise.race([this.gate.promise, aborted]);
+    if (this.credits > 0) this.credits--;
+    else {
+      await new Promise<void>((resolve, reject) => {
+        const turn = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = () => {
+          const index = this.waiting.indexOf(turn);
+          if (index >= 0) this.waiting.splice(index, 1);
+          reject(signal!.reason);
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.waiting.push(turn);
+      });
     }
     return this.inner.request(frame, signal);
   }
@@ -155,13 +183,14 @@ export class GatedLink implements PeerLink {
   }
 
   close(reason?: string): Promise<void> {
-    this.gate.resolve();
+    this.release();
     return this.inner.close(reason);
   }
-}
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
+  private flush(): void {
+    while (this.credits > 0 && this.waiting.length > 0) {
+      this.credits--;
+      this.waiting.shift()!();
+    }
+  }
 }

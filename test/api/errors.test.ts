@@ -12,6 +12,7 @@ import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { tempDir } from '../engine/harness.ts';
 import { clientFor, eventually, GatedLink, postRaw, readSseEvents, serveStories, thrown } from './api-harness.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 const API_KEY = 'sk-meshnet-test';
 const BODY_LIMIT = 4096;
@@ -122,11 +123,11 @@ describe('401 with an API key configured', () => {
   });
 
   it('no key at all, on /v1 and /api', async () => {
-    const models = await fetch(v1(guarded, 'models'));
+    const models = await specFetch(v1(guarded, 'models'));
     expect(models.status).toBe(401);
     expect(errorBody(await models.json()).code).toBe('invalid_api_key');
-    expect((await fetch(`${guarded.head.url}api/state`)).status).toBe(401);
-    expect((await fetch(`${guarded.head.url}api/state?key=${API_KEY}`)).status).toBe(200);
+    expect((await specFetch(`${guarded.head.url}api/state`)).status).toBe(401);
+    expect((await specFetch(`${guarded.head.url}api/state?key=${API_KEY}`)).status).toBe(200);
   });
 
   it('the right key is served', async () => {
@@ -134,9 +135,10 @@ describe('401 with an API key configured', () => {
     expect(completion.choices[0].text).toBe('t461 t461');
   });
 
-  it('/health and /metrics stay open', async () => {
-    expect((await fetch(`${guarded.head.url}health`)).status).toBe(200);
-    expect((await fetch(`${guarded.head.url}metrics`)).status).toBe(200);
+  it('/health, /health/live and /metrics stay open', async () => {
+    expect((await specFetch(`${guarded.head.url}health`)).status).toBe(200);
+    expect((await specFetch(`${guarded.head.url}health/live`)).status).toBe(200);
+    expect((await specFetch(`${guarded.head.url}metrics`)).status).toBe(200);
   });
 });
 
@@ -154,9 +156,11 @@ describe('404', () => {
     const { status, json } = await postRaw(v1(guarded, 'embeddings'), JSON.stringify({ model, input: 'x' }), auth);
     expect(status).toBe(404);
     expect(errorBody(json)).toMatchObject({ type: 'invalid_request_error', message: 'Invalid URL (POST /v1/embeddings)' });
-    const outside = await fetch(`${guarded.head.url}nothing/here`);
+    const outside = await specFetch(`${guarded.head.url}nothing/here`, { headers: auth });
     expect(outside.status).toBe(404);
     errorBody(await outside.json());
+    // Default-deny: without the key an unknown path is a 401, like every route off the open list.
+    expect((await specFetch(`${guarded.head.url}nothing/here`)).status).toBe(401);
   });
 });
 
@@ -177,7 +181,7 @@ describe('413 body too large', () => {
         controller.close();
       },
     });
-    const response = await fetch(v1(guarded, 'completions'), { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body, duplex: 'half' } as RequestInit);
+    const response = await specFetch(v1(guarded, 'completions'), { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body, duplex: 'half' } as RequestInit);
     expect(response.status).toBe(413);
     expect(errorBody(await response.json()).code).toBe('request_too_large');
   });
@@ -193,11 +197,19 @@ describe('503 and 429 on a head without layers', () => {
     const error = apiError(await thrown(() => bareClient.completions.create({ model, prompt: [1], max_tokens: 2 })), 503);
     expect(error.type).toBe('server_error');
     expect(error.code).toBe('route_unavailable');
+    expect(error.headers?.get('retry-after')).toBe('5');
     const streamed = apiError(await thrown(() => bareClient.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], stream: true })), 503);
     expect(streamed.code).toBe('route_unavailable');
+    expect(streamed.headers?.get('retry-after')).toBe('5');
     expect(bare.tracker.liveSessions).toBe(0);
-    const health = await (await fetch(`${bare.head.url}health`)).json();
-    expect(health).toMatchObject({ status: 'ok', ready: false, route: { ready: false } });
+    // Readiness says so too (503 with the planner's reason); liveness stays 200.
+    const response = await specFetch(`${bare.head.url}health`);
+    expect(response.status).toBe(503);
+    const health = await response.json();
+    expect(health).toMatchObject({ status: 'unavailable', ready: false, route: { ready: false } });
+    expect(health.reason).toMatch(/^route unavailable: /);
+    expect(health.reason).toBe(`route unavailable: ${health.route.reason.replace(/^route unavailable: /, '')}`);
+    expect(await (await specFetch(`${bare.head.url}health/live`)).json()).toEqual({ status: 'ok' });
   });
 
   it('429 while the only session slot is held by an open stream; served again once it ends', async () => {
@@ -227,16 +239,17 @@ describe('503 and 429 on a head without layers', () => {
 
 describe('operations endpoints', () => {
   it('/health answers 200 with readiness and peers', async () => {
-    const response = await fetch(`${guarded.head.url}health`);
+    const response = await specFetch(`${guarded.head.url}health`);
     expect(response.status).toBe(200);
     const health = await response.json();
-    expect(health).toMatchObject({ status: 'ok', model, ready: true, route: { ready: true } });
+    expect(health).toMatchObject({ status: 'ok', model, ready: true, minPeers: 0, route: { ready: true } });
+    expect(health.reason).toBeUndefined();
     expect(health.route.hops).toEqual([{ peerId: 'head', range: [0, 5] }]);
     expect(health.peers.map((p: { id: string }) => p.id)).toEqual(['head']);
   });
 
   it('/metrics counts requests by status, with the statuses seen', async () => {
-    const text = await (await fetch(`${guarded.head.url}metrics`)).text();
+    const text = await (await specFetch(`${guarded.head.url}metrics`)).text();
     for (const status of ['200', '400', '401', '404', '413']) {
       expect(text).toMatch(new RegExp(`^meshnet_requests_total\\{[^}]*status="${status}"[^}]*\\} [1-9]`, 'm'));
     }
@@ -245,12 +258,12 @@ describe('operations endpoints', () => {
     expect(text).toMatch(/^meshnet_tokens_total\{direction="out"\} [1-9]/m);
     expect(text).toMatch(/^meshnet_live_sessions 0$/m);
     expect(text).toMatch(/^meshnet_time_to_first_token_seconds_bucket/m);
-    const bareText = await (await fetch(`${bare.head.url}metrics`)).text();
+    const bareText = await (await specFetch(`${bare.head.url}metrics`)).text();
     for (const status of ['200', '429', '503']) expect(bareText).toMatch(new RegExp(`^meshnet_requests_total\\{[^}]*status="${status}"`, 'm'));
   });
 
   it('/api/state has the model, peers, route and finished sessions', async () => {
-    const response = await fetch(`${guarded.head.url}api/state`, { headers: auth });
+    const response = await specFetch(`${guarded.head.url}api/state`, { headers: auth });
     expect(response.status).toBe(200);
     const state = await response.json();
     expect(state.model).toEqual({ id: model, numLayers: 5, dtype: 'fp32' });
@@ -258,12 +271,12 @@ describe('operations endpoints', () => {
     expect(state.route.hops).toEqual([{ peerId: 'head', range: { start: 0, end: 5 } }]);
     expect(state.finished.length).toBeGreaterThan(0);
     expect(state.finished[0].id).toMatch(/^(chatcmpl|cmpl)-/);
-    const bareState = await (await fetch(`${bare.head.url}api/state`)).json();
+    const bareState = await (await specFetch(`${bare.head.url}api/state`)).json();
     expect(bareState.peers.map((p: { id: string }) => p.id)).toEqual(['p1']);
   });
 
   it('/api/events sends a snapshot event first', async () => {
-    const response = await fetch(`${guarded.head.url}api/events`, { headers: auth });
+    const response = await specFetch(`${guarded.head.url}api/events`, { headers: auth });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const [first] = await readSseEvents(response, (events) => events.length >= 1);
@@ -274,7 +287,7 @@ describe('operations endpoints', () => {
   });
 
   it('/api/events then sends session events as requests run', async () => {
-    const response = await fetch(`${guarded.head.url}api/events?key=${API_KEY}`);
+    const response = await specFetch(`${guarded.head.url}api/events?key=${API_KEY}`);
     const reading = readSseEvents(response, (events) => events.some((e) => e.event === 'session.finished'));
     await new Promise((resolve) => setTimeout(resolve, 50));
     await client.completions.create({ model, prompt: [1], max_tokens: 4, temperature: 0 });

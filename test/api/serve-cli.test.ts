@@ -8,9 +8,10 @@ import { promisify } from 'node:util';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN } from '../cli/run-cli.ts';
+import { BIN, runCli } from '../cli/run-cli.ts';
 import { tempDir } from '../engine/harness.ts';
 import { STORIES_DIR } from './api-harness.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 let home: { dir: string; remove: () => Promise<void> };
 
@@ -72,13 +73,13 @@ describe('meshnet serve', () => {
       const deadline = Date.now() + 60_000;
       let health: { ready: boolean; peers: { runtime: string }[] } | undefined;
       while (Date.now() < deadline) {
-        health = await (await fetch(`${base}/health`)).json();
+        health = await (await specFetch(`${base}/health`)).json();
         if (health!.ready && health!.peers.some((p) => p.runtime === 'node')) break;
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       expect(health?.ready).toBe(true);
 
-      const client = new OpenAI({ baseURL: apiUrl, apiKey: 'unused', maxRetries: 0 });
+      const client = new OpenAI({ baseURL: apiUrl, apiKey: 'unused', maxRetries: 0, fetch: specFetch });
       const completion = await client.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 4, temperature: 0 });
       expect(completion.choices[0].text).toBe('t461 t461 t401 t401');
       const chat = await client.chat.completions.create({ model: 'stories260k', messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 4 });
@@ -91,7 +92,7 @@ describe('meshnet serve', () => {
         const { stdout: answer } = await promisify(execFile)('sh', ['-c', `${example.trim()} --silent --fail`]);
         const body = JSON.parse(answer);
         expect(body.object).toBe('chat.completion');
-        // Sampled at the default temperature: it may meet the end-of-text token before 32.
+        // Greedy (the example sets temperature 0); it may meet the end-of-text token before 32.
         expect(body.usage.completion_tokens).toBeGreaterThan(0);
         expect(body.usage.completion_tokens).toBeLessThanOrEqual(32);
         expect(['stop', 'length']).toContain(body.choices[0].finish_reason);
@@ -100,4 +101,12 @@ describe('meshnet serve', () => {
       await stop(child);
     }
   }, 120_000);
+
+  it('--cors refuses an entry that is not an origin, naming it, and --help lists the option', async () => {
+    const bad = await runCli(['serve', '--cors', 'http://localhost:5173,example.com'], { MESHNET_HOME: path.join(home.dir, 'home') });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--cors: 'example.com' is not an origin");
+    const help = await runCli(['serve', '--help']);
+    expect(help.stdout).toContain('--cors ORIGINS');
+  });
 });

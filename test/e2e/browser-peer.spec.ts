@@ -7,11 +7,15 @@ import { expect, test } from '@playwright/test';
 import OpenAI from 'openai';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
+import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
 import { joinTab, oneProcessGreedy, startStoriesHead, STORIES_DIR, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
 });
+
+// Every API body these tests receive conforms to the OpenAI spec (test/openapi/spec-fetch.ts).
+test.afterEach(() => expect(takeSpecViolations()).toEqual([]));
 
 const MESSAGES = [{ role: 'user' as const, content: 't461 t401' }];
 
@@ -26,7 +30,7 @@ for (const device of ['webgpu', 'wasm'] as const) {
     try {
       await joinTab(page, serving, `autojoin=1&device=${device}`);
       await expect(page.locator('#state')).toHaveText('connected');
-      const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
+      const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
       const reply = await client.chat.completions.create({ model: serving.modelId, messages: MESSAGES, max_tokens: 24, temperature: 0 });
       const expected = oneProcessGreedy(await chatPromptIds(), 24);
       expect(reply.choices[0].message.content).toBe(expected.text);
@@ -49,7 +53,7 @@ test('a route of Node peer + browser tab + Node peer gives the one-process token
     // Peers are ordered by id: local-1, local-1b (this tab), local-2.
     await joinTab(page, serving, 'autojoin=1&device=wasm&peer-id=local-1b');
     await waitForPeers(serving, 3);
-    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
+    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
     const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 32, temperature: 0 });
     expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 32).text);
     const hops = serving.store.state.finished[0].hops.map((h) => h.peerId);
@@ -67,7 +71,7 @@ test('closing the tab mid-stream: the stream completes with the same tokens, ser
     await waitForPeers(serving, 1);
     await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=a-tab');
     await waitForPeers(serving, 2);
-    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
+    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
     const stream = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0, stream: true });
     let text = '';
     let chunks = 0;

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
+import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
 
 const MODEL = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
 const SCREENSHOT = path.resolve(import.meta.dirname, '../../test-results/dashboard-live.png');
@@ -31,6 +32,9 @@ const options = (extra: Partial<ServeOptions> = {}): ServeOptions => ({
 
 let home: string;
 let serving: ServingHead | undefined;
+
+// Every API body these tests receive conforms to the OpenAI spec (test/openapi/spec-fetch.ts).
+test.afterEach(() => expect(takeSpecViolations()).toEqual([]));
 
 test.beforeAll(async () => {
   home = await mkdtemp(path.join(os.tmpdir(), 'meshnet-dashboard-'));
@@ -55,7 +59,7 @@ function streamCompletion(head: ServingHead, maxTokens = 500): { id: Promise<str
   let resolveId!: (id: string) => void;
   const id = new Promise<string>((resolve) => (resolveId = resolve));
   const done = (async () => {
-    const response = await fetch(`${head.head.url}v1/completions`, {
+    const response = await specFetch(`${head.head.url}v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: head.modelId, prompt: [1], max_tokens: maxTokens, temperature: 0.8, stream: true }),

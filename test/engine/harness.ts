@@ -1,4 +1,5 @@
 /** Shared helpers for engine tests: temp folders, fixture models, reference weights, step runners. */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +17,21 @@ export const STORIES_GOLDEN = [
   461, 461, 401, 401, 401, 461, 378, 455, 473, 456, 435, 299, 362, 409, 283, 264, 283, 452, 288, 13, 431, 431, 431, 431, 431,
   431, 431, 431, 431, 431, 431, 431,
 ];
+
+export const AIDREAMS_DIR = path.resolve(import.meta.dirname, '../../../shared/models/aidreams260k');
+
+/**
+ * The golden data of aidreams260k (the demo model), read from its README in ../shared: the
+ * first 64 greedy ids after BOS of llama2.c's run.c, and the text they decode to.
+ */
+export function aidreamsGolden(): { ids: number[]; text: string } {
+  const readme = readFileSync(path.join(AIDREAMS_DIR, 'README.md'), 'utf8');
+  const golden = readme.slice(readme.indexOf('## Golden data'));
+  const blocks = [...golden.matchAll(/```\n([\s\S]*?)\n```/g)].map((m) => m[1]!);
+  const ids = JSON.parse(blocks[0]!) as number[];
+  if (ids.length !== 64 || !blocks[1]?.startsWith('"Echoes of')) throw new Error('aidreams260k README: golden data not where expected');
+  return { ids, text: blocks[1] };
+}
 
 export async function tempDir(prefix: string): Promise<{ dir: string; remove: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `meshnet-${prefix}-`));

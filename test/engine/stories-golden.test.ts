@@ -1,6 +1,8 @@
 /**
- * The real trained stories260k checkpoint: greedy generation from `<s>` reproduces the
- * golden ids of llama2.c's run.c (its README) for every split of its 5 layers, on
+ * The stories260k numerical fixture (its layer weights do not make a working model: its text
+ * is not readable; it stays because its golden ids come from an independent implementation):
+ * greedy generation from `<s>` reproduces the golden ids of llama2.c's run.c (its README)
+ * for every split of its 5 layers, on
  * onnxruntime-node's CPU provider and onnxruntime-web's wasm, in fp32 and fp16 — and on
  * onnxruntime-node's WebGPU provider over software Vulkan where Chromium's SwiftShader is
  * installed (.ci/run installs it).

@@ -51,6 +51,14 @@ describe('parseModelConfig', () => {
     });
   });
 
+  it("takes generation_config.json's max_new_tokens as the default answer length, validated", () => {
+    expect(parseModelConfig('config.json', llama, { max_new_tokens: 48 }).maxNewTokens).toBe(48);
+    expect(parseModelConfig('config.json', llama, {}).maxNewTokens).toBeUndefined();
+    const error = refusal(llama, { max_new_tokens: 0 });
+    expect(error.file).toBe('generation_config.json');
+    expect(error.message).toMatch(/field 'max_new_tokens' must be a positive integer, got 0/);
+  });
+
   it('defaults num_key_value_heads to num_attention_heads and accepts eos arrays', () => {
     const { num_key_value_heads: _, ...noKv } = llama;
     const config = parseModelConfig('config.json', { ...noKv, eos_token_id: [2, 3] });

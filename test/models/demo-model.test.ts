@@ -1,113 +1,117 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+/**
+ * The demo model is aidreams260k, shipped in the repository (models/aidreams260k): the same
+ * weights, tokenizer and config as ../shared's copy, plus meshnet's chat template and default
+ * answer length; found from the package, not the working directory; and `meshnet generate
+ * --model demo` reproduces llama2.c's golden ids for every split of its 4 layers and across
+ * two local peer processes.
+ */
+import { execFile } from 'node:child_process';
+import { readFile, readdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openLocalModel } from '../../src/node/local-model.ts';
-import { DEMO_MODEL_ID, ensureDemoModel } from '../../src/node/models/demo-model.ts';
+import { DEMO_MODEL_DIR, DEMO_MODEL_ID } from '../../src/node/models/demo-model.ts';
+import { resolveModel } from '../../src/node/models/resolve-model.ts';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
-import { runCli } from '../cli/run-cli.ts';
+import { BIN } from '../cli/run-cli.ts';
+import { AIDREAMS_DIR, aidreamsGolden, tempDir } from '../engine/harness.ts';
 
-let root: string;
-let dir: string;
-
+const REPO = path.resolve(import.meta.dirname, '../..');
+const golden = aidreamsGolden();
+let root: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
-  root = await mkdtemp(path.join(os.tmpdir(), 'meshnet-demo-'));
-  dir = await ensureDemoModel(path.join(root, 'home-a'));
+  root = await tempDir('demo');
 });
+afterAll(() => root.remove());
 
-afterAll(async () => {
-  if (root) await rm(root, { recursive: true, force: true });
-});
+/** `meshnet generate` run from a folder outside the repository, as `npx meshnet` would be. */
+async function generate(...args: string[]): Promise<{ token_ids: number[]; text: string; finish_reason: string }> {
+  const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'generate', '--model', 'demo', '--json', ...args], {
+    cwd: os.tmpdir(),
+    env: { ...process.env, MESHNET_HOME: path.join(root.dir, 'home') },
+  });
+  return JSON.parse(stdout.trim().split('\n').at(-1)!);
+}
 
-describe('demo model', () => {
-  it("is generated under <home>/models/demo-v1 and named 'demo'", () => {
-    expect(dir).toBe(path.join(root, 'home-a', 'models', 'demo-v1'));
-    expect(DEMO_MODEL_ID).toBe('demo');
+/** All 8 ways to cut 4 layers into contiguous shards, as --split values ('' = one shard). */
+function everySplit(layers: number): string[] {
+  const out: string[] = [];
+  for (let mask = 0; mask < 1 << (layers - 1); mask++) {
+    out.push([1, 2, 3].filter((cut) => mask & (1 << (cut - 1))).join(','));
+  }
+  return out;
+}
+
+describe("the demo model ('demo')", () => {
+  it('is models/aidreams260k of the package, whatever the working directory', async () => {
+    expect(DEMO_MODEL_DIR).toBe(path.join(REPO, 'models', 'aidreams260k'));
+    expect(await resolveModel(DEMO_MODEL_ID)).toEqual({ dir: DEMO_MODEL_DIR, id: 'demo' });
+    const files = (await readdir(DEMO_MODEL_DIR)).sort();
+    expect(files).toEqual(['LICENSE', 'README.md', 'chat_template.jinja', 'config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']);
+    const sizes = await Promise.all(files.map(async (name) => (await stat(path.join(DEMO_MODEL_DIR, name))).size));
+    expect(sizes.reduce((a, b) => a + b, 0)).toBeLessThan(1_000_000);
   });
 
-  it('is deterministic: two homes get byte-identical files', async () => {
-    const other = await ensureDemoModel(path.join(root, 'home-b'));
-    const names = (await readdir(dir)).sort();
-    expect((await readdir(other)).sort()).toEqual(names);
-    expect(names).toEqual(['README.md', 'config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']);
-    for (const name of names) {
-      expect(Buffer.compare(await readFile(path.join(dir, name)), await readFile(path.join(other, name))), name).toBe(0);
+  it("holds ../shared's weights, tokenizer and config byte for byte; generation_config only adds max_new_tokens", async () => {
+    for (const name of ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'config.json']) {
+      expect(Buffer.compare(await readFile(path.join(DEMO_MODEL_DIR, name)), await readFile(path.join(AIDREAMS_DIR, name))), name).toBe(0);
     }
+    const ours = JSON.parse(await readFile(path.join(DEMO_MODEL_DIR, 'generation_config.json'), 'utf8'));
+    const theirs = JSON.parse(await readFile(path.join(AIDREAMS_DIR, 'generation_config.json'), 'utf8'));
+    expect(ours).toEqual({ ...theirs, max_new_tokens: 48 });
+    const { config } = (await openLocalModel(DEMO_MODEL_DIR)).checkpoint;
+    expect(config).toMatchObject({ architecture: 'LlamaForCausalLM', numLayers: 4, hiddenSize: 64, vocabSize: 512, maxPositionEmbeddings: 128, maxNewTokens: 48 });
   });
 
-  it('is reused once generated, and concurrent first uses agree', async () => {
-    expect(await ensureDemoModel(path.join(root, 'home-a'))).toBe(dir);
-    const home = path.join(root, 'home-c');
-    const dirs = await Promise.all([ensureDemoModel(home), ensureDemoModel(home), ensureDemoModel(home)]);
-    expect(new Set(dirs)).toEqual(new Set([path.join(home, 'models', 'demo-v1')]));
-    expect(await readdir(path.join(home, 'models'))).toEqual(['demo-v1']); // no temp folders left
+  it('writes a conversation as one text it continues: <s>, a quote mark, every message as sentences', async () => {
+    const tokenizer = await loadTokenizer(DEMO_MODEL_DIR);
+    expect(tokenizer.usedFallbackTemplate).toBe(false);
+    const render = (messages: { role: 'system' | 'user' | 'assistant'; content: string }[]) => tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true });
+    expect(render([{ role: 'user', content: 'Hello!' }])).toBe('<s>"Hello. ');
+    expect(
+      render([
+        { role: 'system', content: '  Be brief ' },
+        { role: 'user', content: 'Why? Tell me!' },
+        { role: 'assistant', content: 'As I settle, fragments of vectors aligning like a kaleidos' },
+        { role: 'user', content: '' },
+        { role: 'user', content: 'And then.' },
+      ]),
+    ).toBe('<s>"Be brief. Why. Tell me. As I settle, fragments of vectors aligning like a kaleidos. And then. ');
+    expect(tokenizer.applyChatTemplate([{ role: 'user', content: 'Hello!' }], { addGenerationPrompt: false })).toBe('<s>"Hello.');
+    // '<s>' is the BOS id and the rest needs no byte pieces (ids 3…258): the model reads its own kind of text.
+    const ids = tokenizer.encode(render([{ role: 'user', content: 'Hello! How are you?' }]), { addSpecialTokens: false });
+    expect(ids[0]).toBe(1);
+    expect(ids.slice(1).filter((id) => id < 259)).toEqual([]);
   });
 
-  it('opens with openLocalModel as a small Llama with tied embeddings', async () => {
-    const { checkpoint } = await openLocalModel(dir);
-    const { config } = checkpoint;
-    expect(config).toMatchObject({
-      architecture: 'LlamaForCausalLM',
-      hiddenSize: 256,
-      numLayers: 4,
-      numHeads: 8,
-      numKvHeads: 4,
-      intermediateSize: 688,
-      maxPositionEmbeddings: 2048,
-      tieWordEmbeddings: true,
-    });
-    expect(config.vocabSize).toBeGreaterThanOrEqual(512);
-    expect(config.vocabSize).toBeLessThanOrEqual(4096);
-    const parameters = [...checkpoint.tensors.values()].reduce((sum, t) => sum + t.shape.reduce((a, b) => a * b, 1), 0);
-    expect(parameters).toBeGreaterThan(2_000_000);
-    expect(parameters).toBeLessThan(10_000_000);
-    expect(new Set([...checkpoint.tensors.values()].map((t) => t.dtype))).toEqual(new Set(['F32']));
+  it('the package as npm would pack it includes the folder', async () => {
+    const { stdout } = await promisify(execFile)('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: REPO });
+    const [packed] = JSON.parse(stdout) as [{ files: { path: string }[] }];
+    const paths = packed.files.map((f) => f.path);
+    for (const name of ['model.safetensors', 'tokenizer.json', 'chat_template.jinja', 'LICENSE']) expect(paths).toContain(`models/aidreams260k/${name}`);
+    expect(paths).toContain('bin/meshnet.js');
   });
 
-  it('has a real byte-level BPE tokenizer that round-trips any text', async () => {
-    const tokenizer = await loadTokenizer(dir);
-    const samples = ['Hello, world!', 'The model is split across machines.', 'café naïve Ünïcödé 日本語', 'emoji 🙂👍🏽🧑‍💻 ok', ' leading  and trailing spaces \n\ttabs\r\n', ''];
-    for (const text of samples) {
-      const ids = tokenizer.encode(text, { addSpecialTokens: false });
-      expect(tokenizer.decode(ids), JSON.stringify(text)).toBe(text);
+  it('meshnet generate --model demo gives the golden ids and text from BOS for every split', async () => {
+    const splits = everySplit(4);
+    expect(splits).toHaveLength(8);
+    // Two runs at a time: each is a short process, most of it start-up.
+    for (let i = 0; i < splits.length; i += 2) {
+      const runs = await Promise.all(
+        splits.slice(i, i + 2).map((split) => generate('--prompt-ids', '1', '--max-tokens', '64', '--temperature', '0', '--device', 'cpu', ...(split ? ['--split', split] : []))),
+      );
+      for (const [j, out] of runs.entries()) {
+        expect(out.token_ids, `split [${splits[i + j]}]`).toEqual(golden.ids);
+        expect(out.text).toBe(golden.text);
+      }
     }
-    // Merges learned from the corpus: common English takes far fewer tokens than bytes.
-    const common = 'The model reads the tokens and the layers keep the cache.';
-    expect(tokenizer.encode(common, { addSpecialTokens: false }).length).toBeLessThan(common.length / 2.5);
-    // Special tokens: bos is added by default, and special-token text maps to its id.
-    const bos = tokenizer.bosTokenId!;
-    expect(tokenizer.encode('Hi')[0]).toBe(bos);
-    expect(tokenizer.encode('<|end|>', { addSpecialTokens: false })).toEqual(tokenizer.eosTokenIds);
-    expect(tokenizer.decode([bos, ...tokenizer.encode('Hi', { addSpecialTokens: false })], { skipSpecialTokens: true })).toBe('Hi');
-  });
+  }, 120_000);
 
-  it('renders its chat template with the chat special tokens', async () => {
-    const tokenizer = await loadTokenizer(dir);
-    expect(tokenizer.hasChatTemplate).toBe(true);
-    const prompt = tokenizer.applyChatTemplate(
-      [
-        { role: 'system', content: 'Be brief.' },
-        { role: 'user', content: 'Hi there' },
-      ],
-      { addGenerationPrompt: true },
-    );
-    expect(prompt).toBe('<|begin_of_text|><|system|>\nBe brief.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\n');
-    const ids = tokenizer.encode(prompt, { addSpecialTokens: false });
-    const special = tokenizer.specialTokens.ids;
-    for (const token of ['<|begin_of_text|>', '<|system|>', '<|end|>', '<|user|>', '<|assistant|>']) {
-      expect(ids).toContain(special.get(token));
-    }
-    expect(tokenizer.decode(ids)).toBe(prompt);
-  });
-
-  it('runs with meshnet generate', async () => {
-    const home = await mkdtemp(path.join(root, 'cli-home-'));
-    const result = await runCli(['generate', '--model', dir, '--prompt', 'Hello', '--max-tokens', '5', '--json', '--seed', '1'], { MESHNET_HOME: home });
-    expect(result.code, result.stderr).toBe(0);
-    const output = JSON.parse(result.stdout.trim().split('\n').at(-1)!);
-    expect(output.prompt_ids.length).toBeGreaterThan(1);
-    expect(output.token_ids.length).toBeGreaterThan(0);
-    expect(output.token_ids.length).toBeLessThanOrEqual(5);
-    expect(typeof output.text).toBe('string');
-  });
+  it('meshnet generate --model demo --local-peers 2 gives the golden ids', async () => {
+    const out = await generate('--prompt-ids', '1', '--max-tokens', '64', '--temperature', '0', '--device', 'cpu', '--local-peers', '2');
+    expect(out.token_ids).toEqual(golden.ids);
+    expect(out.text).toBe(golden.text);
+  }, 120_000);
 });

@@ -27,9 +27,9 @@ afterAll(async () => {
 });
 
 describe('resolveModel', () => {
-  it("resolves 'demo' to the demo model in the given home", async () => {
+  it("resolves 'demo' to the shipped demo model, whatever the home", async () => {
     const home = path.join(root, 'home-demo');
-    expect(await resolveModel('demo', { home, fetch: noFetch })).toEqual({ dir: path.join(home, 'models', 'demo-v1'), id: 'demo' });
+    expect(await resolveModel('demo', { home, fetch: noFetch })).toEqual({ dir: path.resolve(import.meta.dirname, '../../models/aidreams260k'), id: 'demo' });
   });
 
   it('resolves an existing folder to itself, named by its basename; a folder wins over the Hub', async () => {

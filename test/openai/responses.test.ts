@@ -13,6 +13,7 @@ import {
   type GenerationResult,
   type ResponseMeta,
 } from '../../src/node/openai/responses.ts';
+import { expectSpec } from '../openapi/spec-fetch.ts';
 
 const meta: ResponseMeta = { id: 'chatcmpl-abc', created: 1700000000, model: 'stories260k', systemFingerprint: 'fp_meshnet' };
 /** Token names like the stories260k stand-in vocabulary; id 7 is a two-byte character. */
@@ -57,6 +58,7 @@ describe('chat.completion', () => {
       usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
       system_fingerprint: 'fp_meshnet',
     });
+    expectSpec('CreateChatCompletionResponse', body);
   });
 
   it('reports logprobs with token text, UTF-8 bytes and alternatives; -Infinity as -9999', () => {
@@ -82,7 +84,9 @@ describe('chat.completion', () => {
           ],
         },
       ],
+      refusal: null,
     });
+    expectSpec('CreateChatCompletionResponse', body);
     expect(JSON.parse(JSON.stringify(body))).toStrictEqual(body);
   });
 
@@ -102,6 +106,11 @@ describe('text_completion', () => {
       choices: [{ text: 't3é', index: 0, logprobs: null, finish_reason: 'stop' }],
       usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
     });
+  });
+
+  it('conforms to the OpenAI spec, with and without logprobs', () => {
+    expectSpec('CreateCompletionResponse', textCompletion(meta, result));
+    expectSpec('CreateCompletionResponse', textCompletion(meta, result, tokenText));
   });
 
   it('reports legacy logprobs: the chosen token is always in top_logprobs', () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/core/route/route-types.ts';
+import { expectSpec } from '../openapi/spec-fetch.ts';
+import { COMPLETION_STREAM_CHUNK } from '../openapi/spec-schemas.ts';
 import type { ResponseMeta } from '../../src/node/openai/responses.ts';
 import {
   ChatStreamBuilder,
@@ -48,9 +50,11 @@ describe('chat stream', () => {
     expect(chunks.map((c) => c.choices[0].delta)).toEqual([{ role: 'assistant', content: '' }, { content: 't1' }, { content: '' }, { content: 't2' }, {}]);
     expect(chunks[1].choices[0].logprobs).toStrictEqual({
       content: [{ token: 't1', logprob: -0.5, bytes: [116, 49], top_logprobs: [{ token: 't1', logprob: -0.5, bytes: [116, 49] }] }],
+      refusal: null,
     });
     expect(chunks[2].choices[0].logprobs).toStrictEqual({
       content: [{ token: 't2', logprob: -1, bytes: [116, 50], top_logprobs: [{ token: 't9', logprob: -0.25, bytes: [116, 57] }] }],
+      refusal: null,
     });
     expect(chunks[0].choices[0].logprobs).toBeNull();
     expect(chunks[3].choices[0].logprobs).toBeNull();
@@ -84,6 +88,14 @@ describe('chat stream', () => {
   });
 });
 
+describe('every chunk conforms to the OpenAI spec', () => {
+  const combos = [false, true].flatMap((includeUsage) => [false, true].map((logprobs) => options(includeUsage, logprobs)));
+  it.each(combos.map((o) => [o.includeUsage, o.logprobs, o]))('include_usage %s, logprobs %s', (_u, _l, o) => {
+    for (const chunk of chatStreamChunks(events, o)) expectSpec('CreateChatCompletionStreamResponse', chunk);
+    for (const chunk of completionStreamChunks(events, o)) expectSpec(COMPLETION_STREAM_CHUNK, chunk);
+  });
+});
+
 describe('completion stream', () => {
   it('text chunks, tail, final chunk with empty text', () => {
     expect(completionStreamChunks(events, options(false, false))).toStrictEqual([
@@ -93,9 +105,9 @@ describe('completion stream', () => {
     ]);
   });
 
-  it('with include_usage: usage null, then a usage chunk with no choices', () => {
+  it('with include_usage: no usage key (the spec has no null usage here), then a usage chunk with no choices', () => {
     const chunks = completionStreamChunks(events, options(true, false));
-    expect(chunks.map((c) => c.usage)).toEqual([null, null, null, usage]);
+    expect(chunks.map((c) => 'usage' in c)).toEqual([false, false, false, true]);
     expect(chunks[3]).toStrictEqual({ ...textHead, choices: [], usage });
   });
 

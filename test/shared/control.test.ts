@@ -44,6 +44,9 @@ const samples: Record<ControlKind, ControlMessage> = {
   stats: { kind: 'stats', kvEntries: 3, kvBytes: 1024, kvBudgetBytes: 4096, tokensServed: 99, framesServed: 12 },
   ping: { kind: 'ping', id: 'p1', t: 1712345678901.5 },
   pong: { kind: 'pong', id: 'p1', t: 1712345678901.5 },
+  challenge: { kind: 'challenge', nonce: 'ab'.repeat(32) },
+  authenticate: { kind: 'authenticate', id: 'a1', peerId: 'peer-a.1', nonce: '01'.repeat(32), proof: 'fe'.repeat(32) },
+  authenticated: { kind: 'authenticated', id: 'a1', proof: '9c'.repeat(32) },
 };
 
 function refusal(text: string): ProtocolError {
@@ -146,6 +149,15 @@ describe('parseControlMessage refusals', () => {
     ['stats', 'tokensServed', (m) => (m.tokensServed = '99')],
     ['ping', 't', (m) => (m.t = 'now')],
     ['pong', 't', (m) => delete m.t],
+    ['challenge', 'nonce', (m) => (m.nonce = 'AB'.repeat(32))], // upper-case hex
+    ['challenge', 'nonce', (m) => (m.nonce = 'ab'.repeat(31))], // too short
+    ['challenge', 'nonce', (m) => delete m.nonce],
+    ['authenticate', 'peerId', (m) => (m.peerId = 'a b')],
+    ['authenticate', 'nonce', (m) => (m.nonce = 'zz'.repeat(32))],
+    ['authenticate', 'proof', (m) => (m.proof = 'fe'.repeat(33))],
+    ['authenticate', 'proof', (m) => delete m.proof],
+    ['authenticated', 'proof', (m) => (m.proof = '')],
+    ['authenticated', 'proof', (m) => (m.proof = 64)],
   ];
   it.each(fieldCases)("%s: field '%s'", (kind, field, edit) => {
     const error = refusal(edited(kind, edit));
@@ -182,7 +194,7 @@ describe('protocol constants', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(
       [
         'bad_frame', 'cache_miss', 'cancelled', 'internal', 'nan_activations', 'not_ready', 'protocol_error',
-        'route_unavailable', 'unauthorized', 'unknown_kind', 'unknown_session', 'unsupported_weights', 'version_mismatch', 'wrong_payload_size',
+        'route_unavailable', 'unauthorized', 'unknown_kind', 'unknown_session', 'unsupported_weights', 'version_mismatch', 'wrong_payload_size', 'peer_id_taken',
       ].sort(),
     );
     expect(isErrorCode('cache_miss')).toBe(true);
@@ -190,8 +202,9 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 1, minor: 1 });
-    expect(isCompatibleVersion({ major: 1, minor: 9 })).toBe(true);
-    expect(isCompatibleVersion({ major: 2, minor: 0 })).toBe(false);
+    expect(PROTOCOL_VERSION).toEqual({ major: 2, minor: 1 });
+    expect(isCompatibleVersion({ major: 2, minor: 9 })).toBe(true);
+    expect(isCompatibleVersion({ major: 1, minor: 0 })).toBe(false);
+    expect(isCompatibleVersion({ major: 3, minor: 0 })).toBe(false);
   });
 });

@@ -33,7 +33,7 @@ const session = (id: string, extra: Partial<SessionView> = {}): SessionView => (
   startedAt: 2000,
   tokensPerSecond: 0,
   rate: [],
-  hops: [{ peerId: 'a', range: { start: 0, end: 3 }, lastMs: 0, meanMs: 0, kvPositions: 0 }],
+  hops: [{ peerId: 'a', range: { start: 0, end: 3 }, frames: 0, tokens: 0, lastMs: 0, meanMs: 0, kvPositions: 0 }],
   repairs: [],
   state: 'running',
   ...extra,

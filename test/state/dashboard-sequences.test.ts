@@ -21,8 +21,8 @@ const peer = (id: string, extra: Partial<PeerView> = {}): PeerView => ({
 });
 
 const hops = (kv: number) => [
-  { peerId: 'a', range: { start: 0, end: 3 }, lastMs: 1.5, meanMs: 1.2, kvPositions: kv },
-  { peerId: 'b', range: { start: 3, end: 5 }, lastMs: 2.5, meanMs: 2.1, kvPositions: kv },
+  { peerId: 'a', range: { start: 0, end: 3 }, frames: kv, tokens: kv, lastMs: 1.5, meanMs: 1.2, kvPositions: kv },
+  { peerId: 'b', range: { start: 3, end: 5 }, frames: kv, tokens: kv, lastMs: 2.5, meanMs: 2.1, kvPositions: kv },
 ];
 
 const session = (tokens: number, t: number, extra: Partial<SessionView> = {}): SessionView => ({

@@ -30,7 +30,7 @@ describe('sessionView', () => {
       timeToFirstTokenMs: 100,
       tokensPerSecond: 20,
       rate: [{ t: 1600, tokensPerSecond: 20 }],
-      hops: [{ peerId: 'a', range: { start: 0, end: 5 }, lastMs: 2, meanMs: 2.5, kvPositions: 14 }],
+      hops: [{ peerId: 'a', range: { start: 0, end: 5 }, frames: 4, tokens: 14, lastMs: 2, meanMs: 2.5, kvPositions: 14 }],
       repairs: [{ kind: 'replaced', hop: 0, peerId: 'a', lostPeerId: 'b' }],
       state: 'running',
     });

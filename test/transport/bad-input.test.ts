@@ -14,7 +14,6 @@ import type { ControlMessage, ErrorMessage } from '../../src/shared/control.ts';
 import { FRAME_OFFSETS } from '../../src/shared/frame-layout.ts';
 import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
-import { dialSocket } from '../../src/node/net/ws-dial.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
 import { tempDir } from '../engine/harness.ts';
 import { createPeer, openStories, type StoriesContext } from '../route/route-harness.ts';
@@ -38,7 +37,7 @@ beforeAll(async () => {
   hidden = ctx.model.checkpoint.config.hiddenSize;
   head = await startStoriesHead(ctx, 'relay');
   peer = await runPeer({ headUrl: head.peerUrl, listenPort: 0, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'bad-input-peer', threads: 1 });
-  socket = await RawSocket.open(`${peer.listenUrl}?token=${JOIN_TOKEN}`);
+  socket = await RawSocket.openDirect(peer.listenUrl!, { peerId: 'bad-input-peer', joinToken: JOIN_TOKEN });
   socket.send(JSON.stringify(storiesAssign(ctx.model)));
   expect(await socket.nextControl()).toMatchObject({ kind: 'ready', range: SUITE_RANGE });
   reference = createPeer(ctx);
@@ -193,9 +192,9 @@ describe('a peer refuses bad input with typed errors and keeps serving', () => {
     expect(socket.closedReason).toBeUndefined();
   });
 
-  it('the direct listener refuses a connection without the join token', async () => {
-    await expect(dialSocket(peer.listenUrl!, 5000)).rejects.toThrow(/could not connect/);
-    await expect(dialSocket(`${peer.listenUrl}?token=wrong`, 5000)).rejects.toThrow(/could not connect/);
+  it('the direct listener refuses a dialer that cannot prove the join token (test/security has the rest)', async () => {
+    await expect(RawSocket.openDirect(peer.listenUrl!, { peerId: 'bad-input-peer', joinToken: 'wrong', timeoutMs: 5000 })).rejects.toThrow(/refused the direct link: direct link refused: the proof does not match/);
+    await expect(RawSocket.openDirect(peer.listenUrl!, { peerId: 'bad-input-peer', joinToken: undefined, timeoutMs: 5000 })).rejects.toThrow(/proof does not match/);
   });
 });
 

@@ -58,7 +58,7 @@ describe('meshnet peer against a head with a join token', () => {
   it('a wrong --join-token: exits non-zero with the refusal on stderr', async () => {
     const result = await runCli(['peer', '--head', head.peerUrl, '--join-token', 'wrong-token', '--device', 'cpu', '--peer-id', 'wrong-token-peer'], env, 60_000);
     expect(result.code).not.toBe(0);
-    expect(result.stderr).toMatch(/refused this peer: the join token is wrong/);
+    expect(result.stderr).toMatch(/refused this peer \(unauthorized\): the join token is wrong/);
     expect(head.mesh.remotePeerCount).toBe(0);
   });
 

@@ -10,6 +10,7 @@ import type { ControlMessage } from '../../src/shared/control.ts';
 import { startHead, type HeadOptions, type RunningHead } from '../../src/node/head/head-node.ts';
 import { startServer } from '../../src/node/net/start-server.ts';
 import { dialSocket, type DialedSocket } from '../../src/node/net/ws-dial.ts';
+import { dialDirectPeer, type DirectDialOptions } from '../../src/node/head/direct-dial.ts';
 import type { StoriesContext } from '../route/route-harness.ts';
 
 export const JOIN_TOKEN = 'transport-test-token';
@@ -97,6 +98,11 @@ export class RawSocket {
 
   static async open(url: string): Promise<RawSocket> {
     return new RawSocket(await dialSocket(url));
+  }
+
+  /** A direct connection to a peer's listener, authenticated as the head does it (the challenge handshake). */
+  static async openDirect(url: string, options: DirectDialOptions): Promise<RawSocket> {
+    return new RawSocket(await dialDirectPeer(url, options));
   }
 
   send(data: string | Uint8Array): void {

@@ -1,4 +1,4 @@
-/** The top bar: model, connection status, and mesh totals. */
+/** The top bar: model, connection status, the link to the chat page, and mesh totals. */
 import type { MeshState } from '../../../src/shared/dashboard-state.ts';
 import { h } from './dom.ts';
 import { age, rate } from './format.ts';
@@ -20,6 +20,7 @@ export function renderHeader(state: MeshState, status: StreamStatus, now: number
       h('span', { class: 'model mono' }, state.model.id || '—'),
       h('span', { class: 'muted' }, `${state.model.numLayers} layers · ${state.model.dtype}${state.headStartedAt > 0 ? ` · head up ${age(state.headStartedAt, now)}` : ''}`),
       h('span', { class: `badge conn conn-${status}`, 'data-testid': 'connection' }, status),
+      h('nav', { class: 'nav' }, h('a', { href: '/dashboard', 'aria-current': 'page' }, 'Dashboard'), h('a', { href: '/dashboard/chat', 'data-testid': 'chat-link' }, 'Chat')),
     ),
     h(
       'div',

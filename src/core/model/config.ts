@@ -83,7 +83,8 @@ function asObject(file: string, json: unknown): Json {
  * @param file name for errors (usually `config.json`).
  * @param json the parsed config.json.
  * @param generationConfig the parsed `generation_config.json`, if the folder has one; its
- *   `eos_token_id` entries are merged after config.json's, and its `bos_token_id` fills a gap.
+ *   `eos_token_id` entries are merged after config.json's, its `bos_token_id` fills a gap, and
+ *   its `max_new_tokens` becomes `maxNewTokens` (the default answer length, as vLLM reads it).
  * @throws CheckpointError naming the file and field (or the unsupported architecture/feature).
  */
 export function parseModelConfig(file: string, json: unknown, generationConfig?: unknown): ModelConfig {
@@ -111,6 +112,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const bosTokenId = fields.optionalTokenId('bos_token_id') ?? generation?.optionalTokenId('bos_token_id');
   const slidingWindow = slidingWindowOf(fields, spec, numLayers);
   const quantization = parseQuantizationConfig(file, fields.json);
+  const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
 
   return {
     architecture: spec.name,
@@ -129,6 +131,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
     qkNorm: spec.qkNorm,
     ...(slidingWindow !== undefined ? { slidingWindow } : {}),
     ...(bosTokenId !== undefined ? { bosTokenId } : {}),
+    ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
     eosTokenIds,
     ...(quantization ? { quantization } : {}),
   };

@@ -49,6 +49,8 @@ export interface ModelConfig {
   /** Sliding window size if the architecture uses one for the whole context; undefined otherwise. */
   readonly slidingWindow?: number;
   readonly bosTokenId?: number;
+  /** generation_config.json's `max_new_tokens`: how long an answer is when the request sets no limit. */
+  readonly maxNewTokens?: number;
   /** End-of-sequence ids (config.json and generation_config.json merged). */
   readonly eosTokenIds: readonly number[];
   /** Present when the checkpoint comes pre-quantized (AWQ / GPTQ `quantization_config`). */

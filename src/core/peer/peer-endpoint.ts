@@ -41,7 +41,10 @@ export class PeerEndpoint {
       this.send(errorToControlMessage(error));
       return;
     }
-    if (PEER_REQUESTS.has(message.kind)) this.send(await this.peer.handleControl(message));
+    // A ping asks whether this connection is alive, so it is answered here at once, not
+    // behind a shard run (a busy worker must not look dead to the head).
+    if (message.kind === 'ping') this.send({ kind: 'pong', ...(message.id !== undefined && { id: message.id }), t: message.t });
+    else if (PEER_REQUESTS.has(message.kind)) this.send(await this.peer.handleControl(message));
     else this.onMessage(message);
   }
 

@@ -24,7 +24,7 @@ export interface ShardLoader {
   load(assign: AssignMessage): Promise<ShardExecutor>;
 }
 
-/** The weight format an assignment asks for: `assign.weights`, or (a 1.0 head) the float format equal to its dtype. */
+/** The weight format an assignment asks for: `assign.weights`, or (a 2.0 head) the float format equal to its dtype. */
 export function assignedWeights(assign: AssignMessage): WireWeights {
   return assign.weights ?? { format: assign.dtype, blockSize: 0, accuracyLevel: 0 };
 }

@@ -5,6 +5,7 @@
  * link closes leaves the mesh. Each lease handed out is a LeasedLink over the peer's link.
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
+import { ProtocolError } from '../../shared/protocol-error.ts';
 import type { WireDtype, WireWeightFormat, WireWeights } from '../../shared/protocol.ts';
 import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
 import type { LayerRange } from '../model/types.ts';
@@ -38,7 +39,7 @@ export interface MeshPeerInit {
   /** The link frames travel on (direct when the peer listens, else relay). */
   readonly link: PeerLink;
   readonly listenUrl?: string;
-  /** Formats the peer announced it can serve (absent: a 1.0 peer, only the float format equal to the dtype). */
+  /** Formats the peer announced it can serve (absent: a 2.0 peer, only the float format equal to the dtype). */
   readonly weightFormats?: readonly WireWeightFormat[];
 }
 
@@ -60,10 +61,13 @@ export class Mesh implements RouteProvider {
     private readonly options: PlanOptions,
   ) {}
 
-  /** Add a peer (or the head, id 'head'). It leaves when its link closes. */
+  /**
+   * Add a peer (or the head, id 'head'). It leaves when its link closes. An id already in the
+   * mesh is refused with ProtocolError('peer_id_taken'): call `vacate` first.
+   */
   addPeer(init: MeshPeerInit): MeshPeer {
+    if (this.members.has(init.id)) throw new ProtocolError('peer_id_taken', `peer id '${init.id}' is already in the mesh`);
     const peer: MeshPeer = { ...init, joinedAt: Date.now(), ranges: [] };
-    this.members.get(init.id)?.link.close('replaced by a new connection');
     this.members.set(init.id, peer);
     void init.link.closed.then(() => {
       if (this.members.get(init.id) === peer) this.removePeer(init.id);
@@ -72,12 +76,32 @@ export class Mesh implements RouteProvider {
     return peer;
   }
 
-  removePeer(id: string): void {
+  removePeer(id: string, reason = 'removed from the mesh'): void {
     const peer = this.members.get(id);
     if (!peer) return;
     this.members.delete(id);
-    void peer.link.close('removed from the mesh');
+    void peer.link.close(reason);
     this.changed();
+  }
+
+  /**
+   * Make `id` free for a newcomer. No holder: nothing to do. A holder whose link answers a
+   * ping within `pingTimeoutMs` keeps the id and keeps serving: the newcomer is refused with
+   * ProtocolError('peer_id_taken'). A holder that does not answer (its socket died without
+   * closing, its process hangs) is removed, so a restarted peer takes its id over. The id
+   * 'head' is never free. Resolves with whether a silent holder was removed.
+   */
+  async vacate(id: string, pingTimeoutMs: number): Promise<boolean> {
+    if (id === HEAD_PEER_ID) throw new ProtocolError('peer_id_taken', `the peer id '${HEAD_PEER_ID}' is reserved for the head itself`);
+    const holder = this.members.get(id);
+    if (!holder) return false;
+    const alive = await answersPing(holder.link, pingTimeoutMs);
+    if (this.members.get(id) !== holder) return false; // it left meanwhile
+    if (alive) {
+      throw new ProtocolError('peer_id_taken', `peer id '${id}' is held by a connected peer that still answers; start this peer with another --peer-id, or stop that one first`);
+    }
+    this.removePeer(id, `replaced: no answer to a ping within ${pingTimeoutMs} ms while another connection claimed its id`);
+    return true;
   }
 
   get peers(): readonly MeshPeer[] {
@@ -184,7 +208,7 @@ export class Mesh implements RouteProvider {
     return { ...this.options, headBudgetBytes: this.options.headBudgetBytes ?? head.memoryBudgetBytes };
   }
 
-  /** Whether `peer` announced the model's weight format (a 1.0 peer serves only the float format equal to the dtype). */
+  /** Whether `peer` announced the model's weight format (a 2.0 peer serves only the float format equal to the dtype). */
   servesFormat(peer: MeshPeerInit): boolean {
     const formats = peer.weightFormats ?? [this.model.dtype];
     return formats.includes(this.model.weights.format);
@@ -198,5 +222,19 @@ export class Mesh implements RouteProvider {
 
   private changed(): void {
     for (const listener of this.listeners) listener();
+  }
+}
+
+/** Whether `link` answers a ping within `timeoutMs` (any failure or a late answer: no). */
+async function answersPing(link: PeerLink, timeoutMs: number): Promise<boolean> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(new Error(`no pong within ${timeoutMs} ms`)), timeoutMs);
+  try {
+    const answer = await link.control({ kind: 'ping', t: Date.now() }, abort.signal);
+    return answer.kind === 'pong';
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -1,9 +1,11 @@
 /**
- * Admitting a peer at `hello`: protocol major version and join token. Pure; the gateway
+ * Admitting a peer at `hello`: a peer id other than the reserved 'head', protocol major
+ * version and join token. Pure; the gateway
  * sends the resulting `welcome` or `error` and closes refused sockets.
  */
 import type { ControlMessage, ErrorMessage, HelloMessage } from '../../shared/control.ts';
 import { isCompatibleVersion, PROTOCOL_VERSION } from '../../shared/protocol.ts';
+import { HEAD_PEER_ID } from './plan-route.ts';
 
 export interface AdmissionPolicy {
   /** The mesh's join token; undefined admits peers without one. */
@@ -34,6 +36,10 @@ export function sameToken(a: string, b: string): boolean {
 export function admitHello(message: ControlMessage, policy: AdmissionPolicy, remoteAddress?: string): Admission {
   const refuse = (code: ErrorMessage['code'], text: string): Admission => ({ ok: false, error: { kind: 'error', id: message.id, code, message: text } });
   if (message.kind !== 'hello') return refuse('protocol_error', `the first message must be 'hello', got '${message.kind}'`);
+  // 'head' (in any case) names the head's own layers in the mesh, routes and the dashboard.
+  if (message.peerId.toLowerCase() === HEAD_PEER_ID) {
+    return refuse('peer_id_taken', `the peer id '${message.peerId}' is reserved for the head itself: start the peer with another --peer-id`);
+  }
   if (!isCompatibleVersion(message.protocol)) {
     return refuse('version_mismatch', `protocol ${message.protocol.major}.${message.protocol.minor} is not compatible with the head's ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
   }

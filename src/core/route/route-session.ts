@@ -47,7 +47,7 @@ export interface RouteSessionDeps {
   /** Release answers are awaited this long at close (default 5 s). */
   readonly releaseTimeoutMs?: number;
   readonly now?: () => number;
-  /** Observes telemetry changes (dashboard, metrics). */
+  /** Observes telemetry changes (dashboard, metrics): after every frame a hop answers, every token, every repair and the close. */
   readonly onUpdate?: (telemetry: SessionTelemetry) => void;
 }
 
@@ -305,6 +305,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     t.totalMs += ms;
     t.lastMs = ms;
     t.kvPositions = position + hidden.tokens;
+    this.deps.onUpdate?.(this.telemetry); // per frame: a watcher sees each hop at work, not only each token
     return answer.activations;
   }
 }

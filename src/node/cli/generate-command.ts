@@ -21,7 +21,7 @@ export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --p
   --model M            a checkpoint folder, a Hugging Face id (org/name) or demo
   --prompt TEXT        prompt, tokenized with the tokenizer's own special-token rule (no chat template)
   --prompt-ids IDS     prompt token ids, used as given (no BOS added)
-  --max-tokens N       tokens to generate (default 128)
+  --max-tokens N       tokens to generate (default 128, or what is left of the context)
   --temperature T      0 = greedy (default 1.0)
   --top-p P            nucleus sampling (default 1)
   --top-k K            keep the K most likely tokens (default 0 = off)
@@ -75,7 +75,8 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const tokenizer = await openLocalTokenizer(model);
   const promptIds = parseIntegerList('prompt-ids', values['prompt-ids']) ?? tokenizer.encode(values.prompt!);
   if (promptIds.length === 0) throw new UsageError('the prompt has no tokens');
-  const maxTokens = parseInteger('max-tokens', values['max-tokens'], 128, 1);
+  // The default fits a short context (the demo's is 128): at most what the prompt leaves.
+  const maxTokens = parseInteger('max-tokens', values['max-tokens'], Math.max(1, Math.min(128, config.maxPositionEmbeddings - promptIds.length)), 1);
   if (config.slidingWindow !== undefined && promptIds.length + maxTokens > config.slidingWindow) {
     throw new UsageError(`prompt + max tokens (${promptIds.length + maxTokens}) exceed the model's sliding window of ${config.slidingWindow}; sliding-window attention is not supported yet`);
   }

@@ -14,7 +14,11 @@ export const PEER_USAGE = `meshnet peer --head ws://HOST:PORT/peer/ws [options]
   --memory-budget MB   memory for weights and KV (default: half of the free memory)
   --join-token T       the mesh's join token (or MESHNET_JOIN_TOKEN)
   --threads N          onnxruntime threads per shard
-  --peer-id ID         name shown on the head (default node-<host>-<pid>)`;
+  --peer-id ID         name shown on the head (default node-<host>-<pid>); 'head' is
+                       reserved, and an id a connected peer holds is refused
+
+Exits 2 on a usage error (an empty join token included), 1 when the head refuses the
+peer (the reason on stderr) or the head connection ends, 0 on SIGINT/SIGTERM.`;
 
 export async function peerCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -33,6 +37,11 @@ export async function peerCommand(argv: string[]): Promise<void> {
   });
   if (!values.head) throw new UsageError('--head ws://HOST:PORT/peer/ws is required');
   if (!/^wss?:\/\//.test(values.head)) throw new UsageError(`--head: '${values.head}' is not a ws:// or wss:// URL`);
+  const joinToken = values['join-token'] ?? process.env.MESHNET_JOIN_TOKEN;
+  if (joinToken === '') {
+    const where = values['join-token'] === '' ? '--join-token' : 'MESHNET_JOIN_TOKEN';
+    throw new UsageError(`${where} is empty: pass the join token the head printed, or leave it out (a head on this machine that generated its token admits local peers without one)`);
+  }
   const budgetMb = parseInteger('memory-budget', values['memory-budget'], Math.floor(os.freemem() / 2 / 2 ** 20), 1);
   const peer = await runPeer({
     headUrl: values.head,
@@ -40,19 +49,23 @@ export async function peerCommand(argv: string[]): Promise<void> {
     listenHost: values['listen-host'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     memoryBudgetBytes: budgetMb * 2 ** 20,
-    joinToken: values['join-token'] ?? process.env.MESHNET_JOIN_TOKEN,
+    joinToken,
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],
     worker: true,
     log: (line) => process.stderr.write(`meshnet peer: ${line}\n`),
   });
+  let stopping = false;
   const stop = async () => {
+    if (stopping) return;
+    stopping = true;
     await peer.close();
     process.exit(0);
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop); // `on`: a second signal (npm forwards Ctrl-C too) must not cut the close short
+  process.on('SIGINT', stop);
   const reason = await peer.closed;
-  process.stderr.write(`meshnet peer: the head connection ended (${reason}); exiting\n`);
   await peer.close();
+  // Non-zero: the peer did not choose to stop (a supervisor should restart it).
+  throw new Error(`the head connection ended (${reason}); exiting`);
 }

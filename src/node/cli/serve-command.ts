@@ -1,6 +1,8 @@
 /** `meshnet serve`: the head worker — OpenAI API, peers, dashboard. Runs until interrupted. */
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { normalizeHost } from '../../core/route/dial-target.ts';
+import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import { parseChoice, parseInteger, UsageError } from './args.ts';
@@ -13,8 +15,15 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --host H             address to listen on (default 127.0.0.1)
   --local-peers N      spawn N Node peer processes on loopback (default 0)
   --link relay|direct  how the head reaches peers (default relay)
+  --allow-peer-hosts H[,H]  with --link direct, hosts a peer may announce in its listen
+                       URL (default: the head dials the address the peer connected from)
+  --peer-ping-timeout MS  a peer id already in use is refused while its holder answers a
+                       ping within MS; a silent holder is replaced (default 3000)
   --head-layers L      auto|none|START:END: layers the head holds itself (default auto)
   --api-key K          require this key for /v1, /api and the dashboard
+  --cors ORIGINS       origins whose pages may call the API: ORIGIN[,ORIGIN…] (scheme://host:*
+                       for any port), * for any, none for the head's own only (default
+                       ${DEFAULT_CORS})
   --join-token T       peers must present this token (default: generated and printed)
   --max-sessions N     concurrent sessions before 429 (default 8)
   --min-peers N        requests wait for N peers (Node or browser) to join…
@@ -25,6 +34,16 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
 ${WEIGHT_USAGE}
   --threads N          onnxruntime threads per session`;
 
+/** `H[,H]` → hosts as URL.hostname spells them; a malformed one is a usage error. */
+function parseHostList(flag: string, value: string | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  return value.split(',').map((raw) => {
+    const host = normalizeHost(raw.trim());
+    if (host === undefined) throw new UsageError(`--${flag}: '${raw}' is not a host name or address (no port, no scheme)`);
+    return host;
+  });
+}
+
 export async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
@@ -34,8 +53,11 @@ export async function serveCommand(argv: string[]): Promise<void> {
       host: { type: 'string' },
       'local-peers': { type: 'string' },
       link: { type: 'string' },
+      'allow-peer-hosts': { type: 'string' },
+      'peer-ping-timeout': { type: 'string' },
       'head-layers': { type: 'string' },
       'api-key': { type: 'string' },
+      cors: { type: 'string' },
       'join-token': { type: 'string' },
       'max-sessions': { type: 'string' },
       'min-peers': { type: 'string' },
@@ -50,6 +72,17 @@ export async function serveCommand(argv: string[]): Promise<void> {
   });
   const headLayers = values['head-layers'] ?? 'auto';
   if (!/^(auto|none|\d+:\d+)$/.test(headLayers)) throw new UsageError(`--head-layers: '${headLayers}' is not auto, none or START:END`);
+  if (values['api-key'] === '') throw new UsageError('--api-key is empty: give a key, or leave the flag out to serve without one');
+  if (values['join-token'] === '') throw new UsageError('--join-token is empty: give a token, or leave the flag out to have one generated');
+  const allowPeerHosts = parseHostList('allow-peer-hosts', values['allow-peer-hosts']);
+  if (values.cors !== undefined) {
+    try {
+      parseCorsOption(values.cors);
+    } catch (error) {
+      if (error instanceof CorsOptionError) throw new UsageError(error.message);
+      throw error;
+    }
+  }
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
   const serving = await serveHead({
     model: values.model ?? 'demo',
@@ -57,8 +90,11 @@ export async function serveCommand(argv: string[]): Promise<void> {
     host: values.host ?? '127.0.0.1',
     localPeers: parseInteger('local-peers', values['local-peers'], 0),
     link: parseChoice('link', values.link, ['relay', 'direct'] as const, 'relay'),
+    allowPeerHosts,
+    peerPingTimeoutMs: parseInteger('peer-ping-timeout', values['peer-ping-timeout'], 3000, 1),
     headLayers,
     apiKey: values['api-key'],
+    cors: values.cors,
     joinToken: values['join-token'],
     maxSessions: parseInteger('max-sessions', values['max-sessions'], 8, 1),
     minPeers: parseInteger('min-peers', values['min-peers'], 0),
@@ -74,22 +110,35 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';
   process.stdout.write(
     [
-      `meshnet is serving ${serving.modelId} (weights ${weightSpecName(serving.head.weights)})`,
+      // The weight format only when it is not the default (the float format of --dtype).
+      `meshnet is serving ${serving.modelId}${serving.head.weights.format === (values.dtype ?? 'fp32') ? '' : ` (${weightSpecName(serving.head.weights)} weights)`}`,
       `  API        ${base}/v1`,
       `  dashboard  ${base}/dashboard${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
+      `  chat       ${base}/dashboard/chat${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
       `  peers      meshnet peer --head ${serving.head.peerUrl}${serving.head.joinToken ? ` --join-token ${serving.head.joinToken}` : ''}`,
       `  join page  ${base}/peer`,
       '',
       'Try it:',
       `  curl ${base}/v1/chat/completions -H "Content-Type: application/json"${auth} \\`,
-      `    -d '{"model": "${serving.modelId}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'`,
+      `    -d '${JSON.stringify(exampleRequest(serving.modelId, serving.head.model.checkpoint.config.maxNewTokens !== undefined), null, 1).replace(/\n\s*/g, ' ')}'`,
       '',
     ].join('\n'),
   );
+  // `on`, not `once`: Ctrl-C reaches this process twice under `npm start` (from the terminal
+  // and forwarded by npm); a second signal must not kill it halfway through closing.
   await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    process.on('SIGINT', () => resolve());
+    process.on('SIGTERM', () => resolve());
   });
   log('shutting down');
   await serving.close();
+}
+
+/**
+ * The request the printed curl sends: greedy, so the answer is the same every time (the
+ * README quotes the demo's). A model with its own default answer length
+ * (generation_config.json's max_new_tokens, as the demo has) gets no max_tokens.
+ */
+export function exampleRequest(model: string, hasDefaultLength: boolean): Record<string, unknown> {
+  return { model, messages: [{ role: 'user', content: 'Hello!' }], temperature: 0, ...(hasDefaultLength ? {} : { max_tokens: 32 }) };
 }

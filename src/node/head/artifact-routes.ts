@@ -1,9 +1,10 @@
 /**
  * `GET /artifacts/<modelKey>/<part>/<file>`: peers fetch the shard artifact they were
  * assigned — `manifest.json`, `graph.onnx` and the packed `weights.bin` (just that part's
- * weights, in the mesh's weight format). Guarded by the join token (header `x-meshnet-token`
- * or `?token=`). Only the head's own activation dtype and weight format are served, so a
- * request cannot make the head build artifacts nobody was assigned.
+ * weights, in the mesh's weight format). Guarded by the join token in the `x-meshnet-token`
+ * header (never the URL: URLs end up in logs and proxies), so `--api-key` leaves these
+ * routes to this check. Only the head's own activation dtype and weight format are served,
+ * so a request cannot make the head build artifacts nobody was assigned.
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -36,7 +37,7 @@ export function mountArtifactRoutes(
   app.get('/artifacts/:key/:part/:file', async (event) => {
     const request = event.req;
     if (joinToken !== undefined) {
-      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? new URL(request.url).searchParams.get('token') ?? undefined;
+      const given = request.headers.get(ARTIFACT_TOKEN_HEADER) ?? undefined;
       const local = allowLoopbackWithoutToken && given === undefined && isLoopbackAddress((request as { ip?: string }).ip);
       if (!local && !sameToken(given ?? '', joinToken)) return json(401, 'a valid join token is required to fetch artifacts');
     }

@@ -25,7 +25,7 @@ import { getShardArtifact } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
 import { meshModel } from '../mesh-model.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
-import { nodeLoaderOptions } from '../ort-node-runtime.ts';
+import { describeProviders, nodeLoaderOptions } from '../ort-node-runtime.ts';
 import { mountArtifactRoutes } from './artifact-routes.ts';
 import { createPeerGateway } from './peer-gateway.ts';
 
@@ -42,6 +42,10 @@ export interface HeadOptions {
    */
   readonly joinToken?: string | null;
   readonly link: 'relay' | 'direct';
+  /** A peer id's holder that does not answer a ping within this is replaced by a newcomer with its id (default 3000). */
+  readonly peerPingTimeoutMs?: number;
+  /** Hosts a peer may announce for direct links (default: only the address it connected from). */
+  readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange;
   readonly dtype: ActivationDtype;
   /** Weight format of every part (default: the float format equal to `dtype`). */
@@ -94,6 +98,10 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
   const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
   const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  // One line says where this process runs what. The head's own layers (in a worker thread)
+  // get the same providers: the probe's verdict is inherited (provider-probe.ts).
+  const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
+  log(`head runs ${parts} on ${describeProviders(options.device, headRunner.device, loader.skipped)}`);
 
   const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget });
   let headPeer: ShardService | undefined;
@@ -119,7 +127,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
-  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
+  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
   app.get('/peer/ws', gateway.handler);
   mountArtifactRoutes(app, model, { dtype, weights }, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);

@@ -2,8 +2,10 @@
  * The head's `/peer/ws` endpoint: each socket is a relay link. The first message must be a
  * `hello` that passes admission (protocol, join token); the head answers `welcome` and adds
  * the peer to the mesh — over this socket, or, when the peer announced a listen URL and
- * direct links are wanted, over a direct link the head dials. Refused sockets get an
- * `error` and are closed; nothing a socket sends reaches another peer's state.
+ * direct links are wanted, over a direct link the head dials: at the host this socket came
+ * from (unless `allowPeerHosts` names the announced one), authenticated by a challenge, with
+ * no secret in the URL. Refused sockets get an `error` and are closed; nothing a socket
+ * sends reaches another peer's state, and no message or log line carries a token.
  */
 import { defineWebSocketHandler } from 'h3';
 import { admitHello, type AdmissionPolicy } from '../../core/route/peer-admission.ts';
@@ -13,7 +15,8 @@ import { SocketLink } from '../../core/runtime/socket-link.ts';
 import { parseControlMessage, serializeControlMessage, type HelloMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import { dialSocket } from '../net/ws-dial.ts';
+import { directDialTarget } from '../../core/route/dial-target.ts';
+import { dialDirectPeer } from './direct-dial.ts';
 
 export interface GatewayOptions extends AdmissionPolicy {
   readonly mesh: Mesh;
@@ -21,14 +24,24 @@ export interface GatewayOptions extends AdmissionPolicy {
   readonly link: 'direct' | 'relay';
   readonly timeoutMs?: number;
   readonly log?: (line: string) => void;
+  /** A holder of a claimed peer id that does not answer a ping within this is replaced (default 3 s). */
+  readonly pingTimeoutMs?: number;
+  /** Hosts a peer may announce in its listen URL; any other host is replaced by the address it connected from. */
+  readonly allowPeerHosts?: readonly string[];
   /** Decorate each admitted peer's link (the bench meters frames and injects delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
 }
 
 interface SocketState {
   link?: SocketLink;
+  /** Set once the peer is in the mesh. */
   peerId?: string;
+  /** Between a valid hello and welcome (or refusal). */
+  admitting?: boolean;
 }
+
+/** How long a peer id's holder has to answer a ping before a newcomer may take the id. */
+export const DEFAULT_PING_TIMEOUT_MS = 3000;
 
 export interface PeerGateway {
   readonly handler: ReturnType<typeof defineWebSocketHandler>;
@@ -37,39 +50,60 @@ export interface PeerGateway {
 }
 
 export function createPeerGateway(options: GatewayOptions): PeerGateway {
-  const log = options.log ?? (() => {});
+  // Belt and braces: nothing the head writes to a log or sends as an error shows the token,
+  // even when a peer put it into what the head quotes (its own listen URL, say).
+  const redact = (text: string) => (options.joinToken ? text.replaceAll(options.joinToken, '[join token]') : text);
+  const log = (line: string) => options.log?.(redact(line));
   const states = new WeakMap<object, SocketState>();
   const open = new Set<{ close(c?: number, r?: string): void }>();
 
-  async function admit(ws: { send(d: string): void; close(c?: number, r?: string): void }, state: SocketState, hello: HelloMessage) {
+  // Ids being admitted right now (between hello and addPeer): a second hello for one is refused.
+  const joining = new Set<string>();
+
+  async function admit(ws: { send(d: string): void; close(c?: number, r?: string): void }, state: SocketState, hello: HelloMessage, remoteAddress: string | undefined) {
+    // A duplicate id: refused while its holder answers a ping; a silent holder is replaced.
+    if (await options.mesh.vacate(hello.peerId, options.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS)) {
+      log(`peer ${hello.peerId}: its previous connection did not answer a ping; the new connection takes the id over`);
+    }
     const relay = new SocketLink({ send: (d) => ws.send(d as string), close: (c, r) => ws.close(c, r) }, { timeoutMs: options.timeoutMs });
     state.link = relay;
-    state.peerId = hello.peerId;
     let link: PeerLink = relay;
-    if (options.link === 'direct' && hello.listenUrl) {
-      const url = new URL(hello.listenUrl);
-      if (options.joinToken) url.searchParams.set('token', options.joinToken);
-      const dialed = await dialSocket(url.toString());
-      const direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs });
-      dialed.attach(direct);
-      // The two sockets live and die together: either closing removes the peer.
-      void relay.closed.then(() => direct.close('the peer left'));
-      void direct.closed.then(() => relay.close('the direct link closed'));
-      link = direct;
+    let direct: SocketLink | undefined;
+    try {
+      if (options.link === 'direct' && hello.listenUrl) {
+        // The peer picks the port and path; the host is the one it connected from (or allowed).
+        const target = directDialTarget(hello.listenUrl, remoteAddress, options.allowPeerHosts);
+        if (!target.ok) throw new ProtocolError('protocol_error', `cannot dial peer ${hello.peerId}: ${target.reason}`);
+        if (target.dialedHost !== target.announcedHost) {
+          log(`peer ${hello.peerId} announced host ${target.announcedHost}; dialling ${target.dialedHost}, where it connected from (--allow-peer-hosts ${target.announcedHost} would allow it)`);
+        }
+        const dialed = await dialDirectPeer(target.url, { peerId: hello.peerId, joinToken: hello.joinToken });
+        const directLink = (direct = new SocketLink(dialed.socket, { timeoutMs: options.timeoutMs }));
+        dialed.attach(directLink);
+        // The two sockets live and die together: either closing removes the peer.
+        void relay.closed.then(() => directLink.close('the peer left'));
+        void directLink.closed.then(() => relay.close('the direct link closed'));
+        link = directLink;
+      }
+      const kind = link === relay ? 'relay' : 'direct';
+      if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
+      options.mesh.addPeer({
+        id: hello.peerId,
+        runtime: hello.runtime,
+        executionProvider: hello.executionProvider,
+        memoryBudgetBytes: hello.memoryBudgetBytes,
+        weightFormats: hello.weightFormats,
+        link,
+        listenUrl: hello.listenUrl,
+      });
+      state.peerId = hello.peerId;
+      ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
+      log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
+    } catch (error) {
+      // The direct socket goes now; the relay socket is closed by the caller after the error.
+      void direct?.close('not admitted');
+      throw error;
     }
-    const kind = link === relay ? 'relay' : 'direct';
-    if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
-    ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
-    options.mesh.addPeer({
-      id: hello.peerId,
-      runtime: hello.runtime,
-      executionProvider: hello.executionProvider,
-      memoryBudgetBytes: hello.memoryBudgetBytes,
-      weightFormats: hello.weightFormats,
-      link,
-      listenUrl: hello.listenUrl,
-    });
-    log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
   }
 
   const handler = defineWebSocketHandler({
@@ -85,20 +119,35 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         state.link.receive(data);
         return;
       }
+      if (state.admitting) {
+        peer.send(serializeControlMessage({ kind: 'error', code: 'protocol_error', message: 'wait for welcome before sending more' }));
+        return;
+      }
+      let claimed: string | undefined;
       try {
         if (typeof data !== 'string') throw new ProtocolError('protocol_error', 'the first message must be a text hello');
-        const admission = admitHello(parseControlMessage(data), options, (peer as { remoteAddress?: string }).remoteAddress);
+        const remoteAddress = (peer as { remoteAddress?: string }).remoteAddress;
+        const admission = admitHello(parseControlMessage(data), options, remoteAddress);
         if (!admission.ok) {
           peer.send(serializeControlMessage(admission.error));
           peer.close(4001, admission.error.code);
           log(`refused a peer: ${admission.error.message}`);
           return;
         }
-        await admit(peer, state, admission.hello);
+        const id = admission.hello.peerId;
+        if (joining.has(id)) throw new ProtocolError('peer_id_taken', `peer id '${id}' is joining from another connection right now`);
+        joining.add((claimed = id));
+        state.admitting = true;
+        await admit(peer, state, admission.hello, remoteAddress);
       } catch (error) {
         const code = error instanceof ProtocolError ? error.code : 'internal';
-        peer.send(serializeControlMessage({ kind: 'error', code, message: error instanceof Error ? error.message : String(error) }));
+        const text = redact(error instanceof Error ? error.message : String(error)).slice(0, 2048);
+        peer.send(serializeControlMessage({ kind: 'error', code, message: text }));
         peer.close(4002, code);
+        log(`refused a peer: ${text}`);
+      } finally {
+        state.admitting = false;
+        if (claimed !== undefined) joining.delete(claimed);
       }
     },
     close(peer, details) {

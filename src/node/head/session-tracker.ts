@@ -1,6 +1,7 @@
 /**
  * Live Route Sessions on the head: the `--max-sessions` slots, and their telemetry folded
- * into the dashboard state and metrics (started, updated at most every `updateMs`, finished).
+ * into the dashboard state and metrics (started, updated at most every `updateMs` — the
+ * last change of a window is sent when it ends —, finished).
  */
 import type { SessionTelemetry } from '../../core/route/route-types.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
@@ -41,16 +42,26 @@ export class SessionTracker {
     this.publishTotals(); // the request count moves now, not when the session ends
     let last = 0;
     let done = false;
+    // An update inside the window is not dropped but sent when the window ends (a trailing
+    // edge), so a session that pauses — a slow or held hop — still shows where it stands.
+    let trailing: ReturnType<typeof setTimeout> | undefined;
+    const publish = (t: SessionTelemetry) => {
+      trailing = undefined;
+      last = Date.now();
+      this.store.apply({ kind: 'session.updated', session: sessionView(apiId, this.model, t, last) });
+    };
     return {
       onUpdate: (t) => {
-        const now = Date.now();
-        if (done || now - last < this.updateMs) return;
-        last = now;
-        this.store.apply({ kind: 'session.updated', session: sessionView(apiId, this.model, t, now) });
+        if (done || trailing) return;
+        const wait = this.updateMs - (Date.now() - last);
+        if (wait <= 0) return publish(t);
+        trailing = setTimeout(() => !done && publish(t), wait); // `t` is live: it has the latest figures by then
+        trailing.unref?.();
       },
       finish: (t) => {
         if (done) return;
         done = true;
+        clearTimeout(trailing);
         this.live--;
         if (t.outcome === 'error') this.errors++;
         this.tokensOut += t.completionTokens;

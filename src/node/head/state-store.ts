@@ -91,6 +91,8 @@ export function sessionView(apiId: string, model: string, telemetry: SessionTele
     hops: telemetry.hops.map((hop) => ({
       peerId: hop.peerId,
       range: { start: hop.range.start, end: hop.range.end },
+      frames: hop.frames,
+      tokens: hop.tokens,
       lastMs: hop.lastMs,
       meanMs: hop.frames > 0 ? hop.totalMs / hop.frames : 0,
       kvPositions: hop.kvPositions,

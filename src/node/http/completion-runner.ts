@@ -10,11 +10,12 @@ import type { SessionEvent } from '../../core/route/route-types.ts';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
-import { mapError, toErrorBody, tooManyRequests } from '../openai/errors.ts';
+import { mapError, tooManyRequests } from '../openai/errors.ts';
 import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
-import { chatCompletion, sseData, SSE_DONE, textCompletion, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
-import { ChatStreamBuilder, CompletionStreamBuilder, collectGeneration } from '../openai/stream.ts';
-import { errorResponse, jsonResponse } from './respond.ts';
+import { type TokenText, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
+import { collectGeneration } from '../openai/stream.ts';
+import { type AnswerFormat, openAIFormat } from './answer-formats.ts';
+import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
@@ -25,15 +26,19 @@ export interface RunnerContext {
   readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
-
 async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
   if (first.done) return;
   yield first.value;
   for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
 }
 
-export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, promptIds: number[], clientSignal: AbortSignal): Promise<Response> {
+export async function runCompletion(
+  ctx: RunnerContext,
+  request: OpenAIRequest,
+  promptIds: number[],
+  clientSignal: AbortSignal,
+  format: (tokenText: TokenText) => AnswerFormat = (tokenText) => openAIFormat(request, tokenText),
+): Promise<Response> {
   await ctx.waitForPeers?.(clientSignal);
   const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
   const params = validateSamplingParams({
@@ -44,8 +49,10 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     topLogprobs: request.topLogprobs,
   });
   const uuid = randomUUID();
+  const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
+  const answer = format(tokenText);
   const meta: ResponseMeta = {
-    id: `${request.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${uuid.replaceAll('-', '')}`,
+    id: `${answer.idPrefix}${uuid.replaceAll('-', '')}`,
     created: unixSeconds(),
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
@@ -66,13 +73,10 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     clientSignal.removeEventListener('abort', onClientGone);
     tracked!.finish(session.telemetry);
   };
-  const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
 
   if (!request.stream) {
     try {
-      const result = await collectGeneration(session);
-      const body = request.kind === 'chat' ? chatCompletion(meta, result, request.logprobs ? tokenText : undefined) : textCompletion(meta, result, request.logprobs ? tokenText : undefined);
-      return jsonResponse(body);
+      return jsonResponse(answer.whole(meta, await collectGeneration(session)));
     } finally {
       done();
     }
@@ -86,18 +90,19 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     done();
     return errorResponse(error);
   }
-  const options = { meta, includeUsage: request.includeUsage, logprobs: request.logprobs, tokenText };
-  const builder = request.kind === 'chat' ? new ChatStreamBuilder(options) : new CompletionStreamBuilder(options);
+  const stream = answer.stream(meta);
   const encoder = new TextEncoder();
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
-      const send = (text: string) => controller.enqueue(encoder.encode(text));
+      const send = (text: string) => {
+        if (text !== '') controller.enqueue(encoder.encode(text));
+      };
       try {
-        if (builder instanceof ChatStreamBuilder) for (const chunk of builder.start()) send(sseData(chunk));
-        for await (const event of replayFirst(first, iterator)) for (const chunk of builder.push(event)) send(sseData(chunk));
-        send(SSE_DONE);
+        send(stream.start());
+        for await (const event of replayFirst(first, iterator)) send(stream.push(event));
+        send(stream.end());
       } catch (error) {
-        if (!abort.signal.aborted) send(sseData(toErrorBody(mapError(error))));
+        if (!abort.signal.aborted) send(stream.fail(mapError(error)));
       } finally {
         done();
         try {

@@ -1,11 +1,12 @@
 /**
- * `/v1/models`, `/v1/chat/completions`, `/v1/completions` on h3. Each handler parses the
+ * `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/responses` on h3. Each handler parses the
  * body, renders and tokenizes the prompt, and hands over to the completion runner.
  */
-import type { H3 } from 'h3';
+import type { H3, H3Event } from 'h3';
 import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
 import { invalidRequest, modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
+import { answerResponses } from './responses-route.ts';
 import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
@@ -18,10 +19,12 @@ export interface OpenAIRoutesOptions extends RunnerContext {
 export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   const { head } = options;
   const defaults = { maxTokens: options.defaultMaxTokens, vocabSize: head.model.checkpoint.config.vocabSize };
-  const counted = (endpoint: string, handler: (request: Request) => Promise<Response>) => async (event: { req: Request }) => {
+  // `max_model_len`: the context in tokens, as vLLM reports it (the chat page fits turns to it).
+  const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: options.contextLength };
+  const counted = (endpoint: string, handler: (request: Request, event: H3Event) => Promise<Response>) => async (event: H3Event) => {
     let response: Response;
     try {
-      response = await handler(event.req);
+      response = await handler(event.req, event);
     } catch (error) {
       response = errorResponse(error);
     }
@@ -32,15 +35,22 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   app.get(
     '/v1/models',
     counted('/v1/models', async () =>
-      jsonResponse({ object: 'list', data: [{ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' }] }),
+      jsonResponse({ object: 'list', data: [modelCard] }),
     ),
   );
   app.get(
     '/v1/models/:id',
-    counted('/v1/models', async (request) => {
-      const id = decodeURIComponent(new URL(request.url).pathname.slice('/v1/models/'.length));
+    counted('/v1/models', async (_request, event) => {
+      // The router's param (the same normalized path the key check saw), then its escapes.
+      const raw = String(event.context.params?.id ?? '');
+      let id: string;
+      try {
+        id = decodeURIComponent(raw);
+      } catch {
+        id = raw;
+      }
       if (id !== head.name) return errorResponse(modelNotFound(id));
-      return jsonResponse({ id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet' });
+      return jsonResponse(modelCard);
     }),
   );
 
@@ -62,5 +72,10 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
       if (promptIds.length === 0) throw invalidRequest('The prompt is empty after tokenization.', 'prompt');
       return runCompletion(options, parsed, promptIds, request.signal);
     }),
+  );
+
+  app.post(
+    '/v1/responses',
+    counted('/v1/responses', (request) => answerResponses(options, defaults, options.bodyLimitBytes, request)),
   );
 }

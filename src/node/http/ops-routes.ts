@@ -1,26 +1,35 @@
 /**
- * Operations endpoints: `/health` (open; 200 as soon as the server listens, readiness in
- * the body), `/metrics` (open; Prometheus text), `/api/state` and `/api/events` (SSE, one
- * named event per MeshEvent kind, a snapshot first) for the dashboard.
+ * Operations endpoints: `/health` (open; readiness: 200 only when a request would be served
+ * now — `--min-peers` met and a route over the peers that are up — else 503 with the reason),
+ * `/health/live` (open; liveness: 200 whenever the server answers), `/metrics` (open;
+ * Prometheus text), `/api/state` and `/api/events` (SSE, one named event per MeshEvent kind,
+ * a snapshot first) for the dashboard.
  */
 import type { H3 } from 'h3';
+import { routeReadiness } from '../../core/route/readiness.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { MeshStateStore } from '../head/state-store.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../metrics/registry.ts';
-import { jsonResponse } from './respond.ts';
+import { jsonResponse, SSE_HEADERS } from './respond.ts';
 
-export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore, metrics: HeadMetrics): void {
+export interface OpsOptions {
+  /** `--min-peers`: /health is 503 until this many peers joined (default 0). */
+  readonly minPeers?: number;
+}
+
+export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore, metrics: HeadMetrics, options: OpsOptions = {}): void {
   app.get('/health', () => {
-    let route: { ready: boolean; hops?: { peerId: string; range: [number, number] }[]; reason?: string };
-    try {
-      route = { ready: true, hops: head.mesh.plan().hops.map((h) => ({ peerId: h.peerId, range: [h.range.start, h.range.end] })) };
-    } catch (error) {
-      route = { ready: false, reason: error instanceof Error ? error.message : String(error) };
-    }
+    const minPeers = options.minPeers ?? 0;
+    const readiness = routeReadiness(head.mesh, minPeers);
     const peers = head.mesh.peers.map((p) => ({ id: p.id, runtime: p.runtime, device: p.device ?? p.executionProvider, layers: p.ranges.map((r) => [r.start, r.end]) }));
-    return jsonResponse({ status: 'ok', model: head.name, ready: route.ready, route, peers });
+    const body = { model: head.name, route: routeView(head), peers, minPeers };
+    if (!readiness.ready) return jsonResponse({ status: 'unavailable', ready: false, reason: readiness.reason, ...body }, 503);
+    return jsonResponse({ status: 'ok', ready: true, ...body });
   });
+
+  // Liveness: 200 while the process serves HTTP, whatever the mesh is doing (open, like /health).
+  app.get('/health/live', () => jsonResponse({ status: 'ok' }));
 
   app.get('/metrics', () => new Response(metrics.render(), { headers: { 'content-type': PROMETHEUS_CONTENT_TYPE } }));
 
@@ -59,6 +68,15 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
         clearInterval(keepAlive);
       },
     });
-    return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' } });
+    return new Response(body, { headers: SSE_HEADERS });
   });
+}
+
+/** The planner's route over the peers that are up (whatever --min-peers says), or why there is none. */
+function routeView(head: HeadContext): { ready: boolean; hops?: { peerId: string; range: [number, number] }[]; reason?: string } {
+  try {
+    return { ready: true, hops: head.mesh.plan().hops.map((h) => ({ peerId: h.peerId, range: [h.range.start, h.range.end] })) };
+  } catch (error) {
+    return { ready: false, reason: error instanceof Error ? error.message : String(error) };
+  }
 }

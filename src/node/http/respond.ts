@@ -1,6 +1,14 @@
 /** Small HTTP helpers for the head's routes: OpenAI-shaped errors and bounded JSON bodies. */
 import { ApiError, invalidJsonBody, mapError, payloadTooLarge, toErrorBody } from '../openai/errors.ts';
 
+/** Headers of every SSE response; `x-accel-buffering: no` keeps nginx (and proxies that honour it) from holding chunks back. */
+export const SSE_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
 export function jsonResponse(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
 }

@@ -5,7 +5,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { meshnetHome } from '../meshnet-home.ts';
-import { DEMO_MODEL_ID, ensureDemoModel } from './demo-model.ts';
+import { DEMO_MODEL_DIR, DEMO_MODEL_ID } from './demo-model.ts';
 import { downloadFromHub, type HubDownloadOptions } from './hub-download.ts';
 import { isHubRepoId } from './hub-repo.ts';
 import { createProgressReporter } from './progress.ts';
@@ -24,7 +24,8 @@ export class ModelSpecError extends Error {
 
 /**
  * Resolves `spec`, in this order:
- * 1. `demo` → {@link ensureDemoModel} (use `./demo` for a folder of that name);
+ * 1. `demo` → the shipped demo model, {@link DEMO_MODEL_DIR} (use `./demo` for a folder of
+ *    that name);
  * 2. an existing folder → itself, id = its basename (so a local `org/name` folder wins
  *    over the Hub);
  * 3. `org/name` → {@link downloadFromHub}, id = the repo id. Progress goes to stderr
@@ -33,7 +34,7 @@ export class ModelSpecError extends Error {
  */
 export async function resolveModel(spec: string, opts: HubDownloadOptions = {}): Promise<ResolvedModel> {
   const home = opts.home ?? meshnetHome();
-  if (spec === DEMO_MODEL_ID) return { dir: await ensureDemoModel(home), id: DEMO_MODEL_ID };
+  if (spec === DEMO_MODEL_ID) return { dir: DEMO_MODEL_DIR, id: DEMO_MODEL_ID };
 
   const kind = await pathKind(spec);
   if (kind === 'directory') {

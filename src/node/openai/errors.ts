@@ -118,14 +118,12 @@ export function tooManyRequests(message: string, retryAfterSeconds?: number): Ap
   });
 }
 
-/** 503: the mesh cannot serve the model now (no route); retry when peers join. */
-export function serviceUnavailable(message: string, retryAfterSeconds?: number, cause?: unknown): ApiError {
-  return new ApiError(503, message, {
-    type: 'server_error',
-    code: 'route_unavailable',
-    cause,
-    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
-  });
+/** `Retry-After` of a 503: peers join (or a replacement loads its layers) within seconds. */
+export const SERVICE_UNAVAILABLE_RETRY_SECONDS = 5;
+
+/** 503: the mesh cannot serve the model now (no route); retry when peers join. Always carries a retry delay. */
+export function serviceUnavailable(message: string, retryAfterSeconds = SERVICE_UNAVAILABLE_RETRY_SECONDS, cause?: unknown): ApiError {
+  return new ApiError(503, message, { type: 'server_error', code: 'route_unavailable', cause, retryAfterSeconds });
 }
 
 /** 500 with a fixed message: internal details (messages, stacks, paths) stay in `cause`. */

@@ -46,7 +46,7 @@ function parseMessage(item: unknown, path: string): ChatMessage {
   if (!isRecord(item)) throw typeError(path, 'an object', item);
   if (item.role === undefined || item.role === null) throw missingParam(`${path}.role`);
   const roleName = stringValue(`${path}.role`, item.role);
-  const role = ROLES[roleName];
+  const role = Object.hasOwn(ROLES, roleName) ? ROLES[roleName] : undefined; // not `constructor` & co.
   if (role === undefined) {
     throw invalidValue(
       `${path}.role`,

@@ -135,7 +135,8 @@ export function fitMaxTokens(request: OpenAIRequest, promptTokens: number, conte
   return wanted;
 }
 
-function readBody(body: unknown, servedModel: string): BodyFields {
+/** The body as fields, after checking it is an object naming the served model (shared with /v1/responses). */
+export function readBody(body: unknown, servedModel: string): BodyFields {
   if (!isRecord(body)) {
     throw invalidRequest(
       `Invalid request body: expected a JSON object, but got ${describeType(body)} instead.`,
@@ -185,8 +186,8 @@ function common(
   };
 }
 
-/** OpenAI's sampling fields, plus top_k / min_p / repetition_penalty as vLLM accepts them. */
-function samplingFields(fields: BodyFields): Partial<SamplingParams> {
+/** OpenAI's sampling fields, plus top_k / min_p / repetition_penalty as vLLM accepts them (shared with /v1/responses). */
+export function samplingFields(fields: BodyFields): Partial<SamplingParams> {
   const out: { -readonly [K in keyof SamplingParams]?: SamplingParams[K] } = {};
   const set = <K extends keyof SamplingParams>(key: K, value: SamplingParams[K] | undefined) => {
     if (value !== undefined) out[key] = value;
@@ -251,6 +252,7 @@ function refuseUnsupported(fields: BodyFields, kind: 'chat' | 'completion'): voi
     if (choice !== undefined && choice !== 'none' && choice !== 'auto') {
       throw refuse(fields.get('tool_choice') === undefined ? 'function_call' : 'tool_choice', 'is not supported: this server does not offer tool calling.');
     }
+    refuseOutputModalities(fields);
     const format = fields.get('response_format');
     if (format !== undefined && !(isRecord(format) && format.type === 'text')) {
       throw refuse('response_format', "is not supported: only { type: 'text' } is available (no JSON mode).");
@@ -261,5 +263,26 @@ function refuseUnsupported(fields: BodyFields, kind: 'chat' | 'completion'): voi
     if (bestOf !== undefined && bestOf !== 1) throw refuse('best_of', 'is not supported: this server generates one choice per request.');
     const suffix = fields.get('suffix');
     if (suffix !== undefined && suffix !== '') throw refuse('suffix', 'is not supported by this server.');
+  }
+}
+
+/** Chat `modalities`: only `['text']` (this model writes text); `audio` output is refused too. */
+function refuseOutputModalities(fields: BodyFields): void {
+  const modalities = fields.get('modalities');
+  if (modalities !== undefined) {
+    if (!Array.isArray(modalities)) throw typeError('modalities', 'an array of strings', modalities);
+    modalities.forEach((m: unknown, i) => {
+      const modality = stringValue(`modalities[${i}]`, m);
+      if (modality !== 'text') {
+        throw invalidRequest(
+          `Unsupported value: 'modalities' does not support '${modality.slice(0, 64)}' with this model. Supported values are: 'text'.`,
+          'modalities',
+          'unsupported_value',
+        );
+      }
+    });
+  }
+  if (fields.get('audio') !== undefined) {
+    throw invalidRequest("Unsupported parameter: 'audio' is not supported: this model answers in text only.", 'audio', 'unsupported_parameter');
   }
 }

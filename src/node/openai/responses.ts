@@ -45,8 +45,10 @@ export interface ChatLogprobEntry extends ChatTopLogprob {
   readonly top_logprobs: ChatTopLogprob[];
 }
 
+/** The spec requires both keys; this server never refuses, so `refusal` is always null. */
 export interface ChatLogprobs {
   readonly content: ChatLogprobEntry[];
+  readonly refusal: null;
 }
 
 export interface ChatCompletion {
@@ -105,8 +107,11 @@ export interface TextCompletion {
   readonly model: string;
   readonly system_fingerprint: string;
   readonly choices: TextCompletionChoice[];
-  /** Always on a whole completion; on chunks only with `include_usage`. */
-  readonly usage?: OpenAIUsage | null;
+  /**
+   * Always on a whole completion; on chunks only the last one with `include_usage` (the spec's
+   * `usage` is not nullable here, unlike chat chunks: other chunks leave the key out).
+   */
+  readonly usage?: OpenAIUsage;
 }
 
 /** `chatcmpl-<32 hex>` or `cmpl-<32 hex>`; `uuid` is injectable for tests. */
@@ -146,6 +151,7 @@ export function chatLogprobs(tokens: readonly ChosenToken[], tokenText: TokenTex
       ...chatTop(t.tokenId, t.logprob, tokenText),
       top_logprobs: t.topLogprobs.map((alt) => chatTop(alt.tokenId, alt.logprob, tokenText)),
     })),
+    refusal: null,
   };
 }
 
@@ -244,11 +250,7 @@ export function textCompletion(meta: ResponseMeta, result: GenerationResult, tok
 }
 
 /** One streamed `text_completion` chunk; `choice` undefined gives the usage chunk. */
-export function textCompletionChunk(
-  meta: ResponseMeta,
-  choice: TextCompletionChoice | undefined,
-  usage?: OpenAIUsage | null,
-): TextCompletion {
+export function textCompletionChunk(meta: ResponseMeta, choice: TextCompletionChoice | undefined, usage?: OpenAIUsage): TextCompletion {
   return {
     id: meta.id,
     object: 'text_completion',

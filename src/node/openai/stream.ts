@@ -7,7 +7,9 @@
  *                     (tokens with empty text are skipped unless logprobs are on) → the held-back
  *                     tail, if any → final chunk (empty delta, finish_reason) → usage chunk
  *                     (`choices: []`) when include_usage, every earlier chunk then has `usage: null`.
- * Completion stream:  the same without the role chunk; the final chunk has `text: ''`.
+ * Completion stream:  the same without the role chunk; the final chunk has `text: ''`; earlier
+ *                     chunks have no `usage` key at all (the spec's completion `usage` is not
+ *                     nullable).
  */
 import type { SessionEvent } from '../../core/route/route-types.ts';
 import {
@@ -45,11 +47,6 @@ abstract class StreamBuilder<Chunk> {
     if (event.type === 'token') return this.onToken(event);
     this.finished = true;
     return this.onDone(event);
-  }
-
-  /** `null` on every chunk but the usage one when include_usage; otherwise no key. */
-  protected get pendingUsage(): null | undefined {
-    return this.options.includeUsage ? null : undefined;
   }
 
   protected abstract onToken(event: ChosenToken): Chunk[];
@@ -90,7 +87,8 @@ export class ChatStreamBuilder extends StreamBuilder<ChatCompletionChunk> {
     logprobs: ChatCompletionChunk['choices'][number]['logprobs'],
     finishReason: ChatCompletionChunk['choices'][number]['finish_reason'],
   ): ChatCompletionChunk {
-    return chatChunk(this.options.meta, { index: 0, delta, logprobs, finish_reason: finishReason }, this.pendingUsage);
+    // `usage: null` on every chunk but the usage one when include_usage; otherwise no key.
+    return chatChunk(this.options.meta, { index: 0, delta, logprobs, finish_reason: finishReason }, this.options.includeUsage ? null : undefined);
   }
 }
 
@@ -115,7 +113,7 @@ export class CompletionStreamBuilder extends StreamBuilder<TextCompletion> {
   }
 
   private choice(text: string, logprobs: TextCompletion['choices'][number]['logprobs'], finishReason: TextCompletion['choices'][number]['finish_reason']): TextCompletion {
-    return textCompletionChunk(this.options.meta, { text, index: 0, logprobs, finish_reason: finishReason }, this.pendingUsage);
+    return textCompletionChunk(this.options.meta, { text, index: 0, logprobs, finish_reason: finishReason });
   }
 }
 

@@ -19,7 +19,7 @@ import type { AssignMessage } from '../../shared/control.ts';
 import { artifactDirectory, findReusableWeights, linkOrCopy } from '../artifact-cache.ts';
 import { ARTIFACT_TOKEN_HEADER } from '../head/artifact-routes.ts';
 import { meshnetHome } from '../meshnet-home.ts';
-import { nodeLoaderOptions } from '../ort-node-runtime.ts';
+import { describeProviders, nodeLoaderOptions } from '../ort-node-runtime.ts';
 
 export interface HttpLoaderOptions {
   readonly origin: string; // the head's http origin
@@ -83,6 +83,7 @@ export function httpShardLoader(options: HttpLoaderOptions): ShardLoader {
     return manifest;
   }
 
+  let described = false;
   return {
     async load(assign: AssignMessage): Promise<ShardExecutor> {
       const dir = artifactDirectory(assign.modelKey, { kind: 'layers', range: assign.range }, assign.dtype, assignedWeights(assign), options.home ?? meshnetHome());
@@ -93,7 +94,10 @@ export function httpShardLoader(options: HttpLoaderOptions): ShardLoader {
       // onnxruntime-node reads weights.bin from the folder; the wasm runtime takes bytes.
       const weights = loader.weightsFromFolder ? { folder: dir } : new Uint8Array(await readFile(path.join(dir, WEIGHTS_FILE)));
       const executor = await createShardExecutor(assign.config, manifest, graph, weights, loader);
-      options.log?.(`loaded layers [${assign.range.start}, ${assign.range.end}) on ${executor.device} in ${Date.now() - started} ms`);
+      // The first load says why other providers were skipped: once per peer process.
+      const device = described ? executor.device : describeProviders(options.device, executor.device, loader.skipped);
+      described = true;
+      options.log?.(`loaded layers [${assign.range.start}, ${assign.range.end}) on ${device} in ${Date.now() - started} ms`);
       return executor as ShardExecutor;
     },
   };

@@ -1,17 +1,18 @@
 /**
  * A Node shard peer process: dials the head's /peer/ws (its relay link), says hello, and
  * serves assigned layer ranges. With `listenPort` it also accepts direct links on its own
- * /peer/ws (join token required in `?token=`) and announces that URL in its hello.
+ * /peer/ws (the dialer must prove the join token in a challenge; no secret in the URL) and
+ * announces that URL in its hello.
  */
 import os from 'node:os';
 import { H3, defineWebSocketHandler } from 'h3';
 import { PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
 import { ShardPeer, type ShardService } from '../../core/peer/shard-peer.ts';
-import { sameToken } from '../../core/route/peer-admission.ts';
+import { DirectLinkGuard } from '../../core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../../shared/protocol.ts';
+import { isCompatibleVersion, PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
-import { dialSocket, httpOrigin } from '../net/ws-dial.ts';
+import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
 import { WorkerShardService } from './worker-shard.ts';
 
@@ -43,25 +44,45 @@ export function defaultPeerId(): string {
   return `node-${os.hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 128);
 }
 
-function directServer(shard: ShardService, joinToken: string | undefined) {
+/**
+ * The peer's direct listener: each connection is challenged (`DirectLinkGuard`) and served by
+ * a PeerEndpoint only once the dialer proved it holds the join token this peer joined with.
+ */
+export function directListenerApp(shard: ShardService, peerId: string, joinToken: string | undefined, log: (line: string) => void = () => {}): H3 {
   const app = new H3();
-  const endpoints = new WeakMap<object, PeerEndpoint>();
+  interface Side {
+    readonly guard: DirectLinkGuard;
+    endpoint?: PeerEndpoint;
+  }
+  const sides = new WeakMap<object, Side>();
   app.get(
     '/peer/ws',
     defineWebSocketHandler({
-      upgrade(request) {
-        const token = new URL(request.url).searchParams.get('token') ?? '';
-        if (joinToken !== undefined && !sameToken(token, joinToken)) throw new Response('a valid join token is required', { status: 401 });
-      },
       open(peer) {
-        endpoints.set(peer, new PeerEndpoint(shard, { send: (d) => peer.send(d), close: (c, r) => peer.close(c, r) }));
+        const socket = { send: (d: string | Uint8Array) => peer.send(d), close: (c?: number, r?: string) => peer.close(c, r) };
+        const side: Side = {
+          guard: new DirectLinkGuard({
+            peerId,
+            joinToken,
+            socket,
+            onAccepted: () => (side.endpoint = new PeerEndpoint(shard, socket)),
+            onRefused: (reason) => log(`refused a direct connection: ${reason}`),
+          }),
+        };
+        sides.set(peer, side);
+        side.guard.open();
       },
       async message(peer, message) {
+        const side = sides.get(peer);
         const raw = message.rawData as unknown;
-        await endpoints.get(peer)?.receive(typeof raw === 'string' ? raw : message.uint8Array());
+        const data = typeof raw === 'string' ? raw : message.uint8Array();
+        if (side?.endpoint) await side.endpoint.receive(data);
+        else await side?.guard.receive(data);
       },
       close(peer) {
-        endpoints.get(peer)?.terminated();
+        const side = sides.get(peer);
+        side?.guard.terminated();
+        side?.endpoint?.terminated();
       },
     }),
   );
@@ -71,62 +92,71 @@ function directServer(shard: ShardService, joinToken: string | undefined) {
 export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer> {
   const log = options.log ?? (() => {});
   const peerId = options.peerId ?? defaultPeerId();
+  // An empty token is a mistake (an unset variable, a bad paste), never "no token": refuse
+  // before starting anything, with the reason.
+  if (options.joinToken === '') throw new Error('the join token is empty: pass the token the head printed (--join-token or MESHNET_JOIN_TOKEN), or leave it out');
   const loader = { origin: httpOrigin(options.headUrl), joinToken: options.joinToken, device: options.device, threads: options.threads, home: options.home };
   const shard: ShardService = options.worker
     ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes });
   let server: RunningServer | undefined;
-  let listenUrl: string | undefined;
-  if (options.listenPort !== undefined) {
-    const host = options.listenHost ?? '127.0.0.1';
-    server = await startServer(directServer(shard, options.joinToken), { port: options.listenPort, host });
-    listenUrl = `ws://${host}:${server.port}/peer/ws`;
-  }
-
-  const dialed = await dialSocket(options.headUrl);
-  let welcomed!: (m: ControlMessage) => void;
-  let refused!: (e: Error) => void;
-  const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
-  const endpoint = new PeerEndpoint(shard, dialed.socket, (message) => {
-    if (message.kind === 'welcome') welcomed(message);
-    else if (message.kind === 'error') {
-      refused(new Error(`the head refused this peer: ${message.message}`));
-      log(`head error: ${message.message}`);
-    }
-  });
-  let resolveClosed!: (reason: string) => void;
-  const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
-  dialed.attach({
-    receive: (data) => void endpoint.receive(data),
-    terminated: (reason) => {
-      endpoint.terminated();
-      refused(new Error(`the head closed the connection: ${reason}`));
-      resolveClosed(reason);
-    },
-  });
-  endpoint.send({
-    kind: 'hello',
-    id: 'hello',
-    protocol: PROTOCOL_VERSION,
-    runtime: 'node',
-    executionProvider: options.device,
-    memoryBudgetBytes: options.memoryBudgetBytes,
-    peerId,
-    weightFormats: WIRE_WEIGHT_FORMATS, // onnxruntime-node runs every format on every provider
-    ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
-    ...(listenUrl !== undefined && { listenUrl }),
-  });
+  let dialed: DialedSocket | undefined;
+  // Every failure from here on releases what was started (the worker thread, the listener,
+  // the socket), so a peer that cannot join exits instead of lingering.
   const close = async () => {
-    dialed.socket.close(1000, 'peer shutting down');
+    dialed?.socket.close(1000, 'peer shutting down');
     await server?.close();
     await shard.dispose();
   };
   try {
-    await welcome;
+    let listenUrl: string | undefined;
+    if (options.listenPort !== undefined) {
+      const host = options.listenHost ?? '127.0.0.1';
+      server = await startServer(directListenerApp(shard, peerId, options.joinToken, log), { port: options.listenPort, host });
+      listenUrl = `ws://${host}:${server.port}/peer/ws`;
+    }
+    const socket = (dialed = await dialSocket(options.headUrl));
+    let welcomed!: (m: ControlMessage) => void;
+    let refused!: (e: Error) => void;
+    const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
+    welcome.catch(() => {});
+    const endpoint = new PeerEndpoint(shard, socket.socket, (message) => {
+      if (message.kind === 'welcome') welcomed(message);
+      else if (message.kind === 'error') {
+        refused(new Error(`the head refused this peer (${message.code}): ${message.message}`));
+        log(`head error: ${message.message}`);
+      }
+    });
+    let resolveClosed!: (reason: string) => void;
+    const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
+    socket.attach({
+      receive: (data) => void endpoint.receive(data),
+      terminated: (reason) => {
+        endpoint.terminated();
+        refused(new Error(`the head closed the connection: ${reason}`));
+        resolveClosed(reason);
+      },
+    });
+    endpoint.send({
+      kind: 'hello',
+      id: 'hello',
+      protocol: PROTOCOL_VERSION,
+      runtime: 'node',
+      executionProvider: options.device,
+      memoryBudgetBytes: options.memoryBudgetBytes,
+      peerId,
+      weightFormats: WIRE_WEIGHT_FORMATS, // onnxruntime-node runs every format on every provider
+      ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
+      ...(listenUrl !== undefined && { listenUrl }),
+    });
+    const answer = await welcome;
+    if (answer.kind === 'welcome' && !isCompatibleVersion(answer.protocol)) {
+      throw new Error(`the head speaks protocol ${answer.protocol.major}.${answer.protocol.minor}, this peer ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
+    }
+    log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
+    return { peerId, listenUrl, shard, closed, close };
   } catch (error) {
     await close();
     throw error;
   }
-  log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
-  return { peerId, listenUrl, shard, closed, close };
 }

@@ -3,6 +3,7 @@
  * artifacts) with the OpenAI API, operations endpoints and dashboard mounted, and
  * optionally spawn local peers. Tests call this directly on loopback ports.
  */
+import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import { resolveWeightSpec, type WeightRequest } from '../../core/model/quant/weight-format.ts';
@@ -12,7 +13,9 @@ import { startHead, type HeadContext, type RunningHead } from '../head/head-node
 import { feedMeshState } from '../head/mesh-feed.ts';
 import { SessionTracker } from '../head/session-tracker.ts';
 import { MeshStateStore } from '../head/state-store.ts';
-import { isAuthorized, isGuardedPath, KEY_COOKIE } from '../http/auth.ts';
+import { CATCH_ALL_ROUTE, isAuthorized, isOpenRequest, KEY_COOKIE, matchedRoute } from '../http/auth.ts';
+import { CorsPolicy, DEFAULT_CORS, ownOrigins, parseCorsOption } from '../http/cors.ts';
+import { edgeHeaders } from '../http/edge-headers.ts';
 import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
@@ -32,8 +35,14 @@ export interface ServeOptions {
   readonly host: string;
   readonly localPeers: number;
   readonly link: 'relay' | 'direct';
+  /** `--peer-ping-timeout`: a duplicate peer id is refused while its holder answers a ping this fast. */
+  readonly peerPingTimeoutMs?: number;
+  /** `--allow-peer-hosts`: hosts peers may announce for direct links. */
+  readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange | string;
   readonly apiKey?: string;
+  /** `--cors ORIGIN[,ORIGIN…]|*|none` (default: `DEFAULT_CORS`); the head's own origins always. */
+  readonly cors?: string;
   readonly joinToken?: string | null;
   readonly maxSessions: number;
   /** Requests wait until this many peers (of any kind) joined… */
@@ -65,6 +74,8 @@ export interface ServingHead {
 
 export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const log = options.log ?? (() => {});
+  if (options.apiKey === '') throw new Error('the API key is empty: give a non-empty --api-key, or none to serve without one');
+  if (options.joinToken === '') throw new Error('the join token is empty: give a non-empty --join-token, or none to have one generated');
   const resolved = await resolveModel(options.model);
   const model = await openLocalModel(resolved.dir);
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
@@ -78,6 +89,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
   const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
   const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
+  let listenUrl: string | undefined; // known once the head listens (port 0)
+  const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+  const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
 
   const head = await startHead({
     model,
@@ -87,6 +101,8 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     host: options.host,
     joinToken: options.joinToken,
     link: options.link,
+    allowPeerHosts: options.allowPeerHosts,
+    peerPingTimeoutMs: options.peerPingTimeoutMs,
     headLayers,
     dtype: options.dtype,
     weights,
@@ -95,15 +111,19 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     linkTimeoutMs: options.linkTimeoutMs,
     log,
     mount(app, ctx) {
+      // First: x-request-id and CORS on every response, and CORS preflights answered here,
+      // before the key check below (the one exemption from it; see edge-headers.ts).
+      app.use(edgeHeaders(cors));
       app.use((event, next) => {
-        const url = new URL(event.req.url);
-        if (!isGuardedPath(url.pathname)) return next();
+        if (isOpenRequest(event)) return next();
+        const route = matchedRoute(event);
         if (!isAuthorized(event.req, options.apiKey)) {
-          metrics.requestFinished(url.pathname.startsWith('/v1/') ? url.pathname : url.pathname.split('/').slice(0, 2).join('/'), 401);
+          // Label by route pattern, never by the raw path (a client could mint endless series).
+          metrics.requestFinished(route === undefined || route === CATCH_ALL_ROUTE ? 'unknown' : route, 401);
           return errorResponse(unauthorized());
         }
-        const key = url.searchParams.get('key');
-        if (key && url.pathname.startsWith('/dashboard')) {
+        const key = new URL(event.req.url).searchParams.get('key');
+        if (key && route?.startsWith('/dashboard')) {
           event.res.headers.append('set-cookie', `${KEY_COOKIE}=${encodeURIComponent(key)}; Path=/; HttpOnly; SameSite=Strict`);
         }
         return next();
@@ -115,20 +135,22 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         stopTokenIds,
         waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
-        defaultMaxTokens: Math.min(512, contextLength),
+        // The model's own default answer length (generation_config.json), else up to 512.
+        defaultMaxTokens: config.maxNewTokens ?? Math.min(512, contextLength),
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
-      mountOpsRoutes(app, ctx, store, metrics);
+      mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });
       mountPeerPage(app);
       mountDashboard(app);
       options.mount?.(app, ctx);
-      app.all('/**', (event) => {
+      app.all(CATCH_ALL_ROUTE, (event) => {
         metrics.requestFinished('unknown', 404);
         return errorResponse(unknownPath(event.req.method, new URL(event.req.url).pathname));
       });
     },
   });
+  listenUrl = head.url;
   const feed = feedMeshState(head.mesh, store, metrics);
   // Load the planned ranges once the mesh has been quiet for a moment, so the first request
   // does not wait — and peers joining one after another (local peers at start) do not each

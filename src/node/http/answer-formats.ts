@@ -1,0 +1,77 @@
+/**
+ * How each endpoint writes its answer, for the completion runner: a whole JSON body, or SSE
+ * text per session event. Chat and completions objects (`openAIFormat`) and the Responses
+ * API (`responsesFormat`); the runner itself only opens the session and moves bytes.
+ */
+import type { SessionEvent } from '../../core/route/route-types.ts';
+import type { ApiError } from '../openai/errors.ts';
+import { toErrorBody } from '../openai/errors.ts';
+import type { OpenAIRequest } from '../openai/requests.ts';
+import { chatCompletion, type GenerationResult, type ResponseMeta, sseData, SSE_DONE, textCompletion, type TokenText, unixSeconds } from '../openai/responses.ts';
+import type { ResponseEcho } from '../openai/responses-echo.ts';
+import { wholeResponse } from '../openai/responses-output.ts';
+import { ResponsesStreamBuilder, sseEvent } from '../openai/responses-stream.ts';
+import { ChatStreamBuilder, CompletionStreamBuilder } from '../openai/stream.ts';
+
+/**
+ * How one endpoint writes its answer: a whole JSON body, or SSE text per session event.
+ * Chat and completions use {@link openAIFormat}; `/v1/responses` brings its own.
+ */
+export interface AnswerFormat {
+  /** `chatcmpl-`, `cmpl-`, `resp_`: the response id is this plus 32 hex digits. */
+  readonly idPrefix: string;
+  whole(meta: ResponseMeta, result: GenerationResult): unknown;
+  stream(meta: ResponseMeta): AnswerStream;
+}
+
+/** One streamed answer as SSE text. */
+export interface AnswerStream {
+  /** Sent once the first session event arrived, before it. */
+  start(): string;
+  push(event: SessionEvent): string;
+  /** After the last event. */
+  end(): string;
+  /** A failure after the stream started (the client is still there). */
+  fail(error: ApiError): string;
+}
+
+/** `chat.completion(.chunk)` or `text_completion` objects; streams end with `data: [DONE]`. */
+export function openAIFormat(request: OpenAIRequest, tokenText: TokenText): AnswerFormat {
+  const names = request.logprobs ? tokenText : undefined;
+  return {
+    idPrefix: request.kind === 'chat' ? 'chatcmpl-' : 'cmpl-',
+    whole: (meta, result) => (request.kind === 'chat' ? chatCompletion(meta, result, names) : textCompletion(meta, result, names)),
+    stream(meta) {
+      const options = { meta, includeUsage: request.includeUsage, logprobs: request.logprobs, tokenText };
+      const builder = request.kind === 'chat' ? new ChatStreamBuilder(options) : new CompletionStreamBuilder(options);
+      const text = (chunks: readonly unknown[]) => chunks.map(sseData).join('');
+      return {
+        start: () => (builder instanceof ChatStreamBuilder ? text(builder.start()) : ''),
+        push: (event) => text(builder.push(event)),
+        end: () => SSE_DONE,
+        fail: (error) => sseData(toErrorBody(error)),
+      };
+    },
+  };
+}
+
+/**
+ * `Response` objects of `/v1/responses`; streams are named events with sequence numbers and
+ * end at the terminal event (no `[DONE]`). A failure mid-stream is `response.failed`.
+ */
+export function responsesFormat(echo: ResponseEcho, logprobs: boolean, tokenText: TokenText): AnswerFormat {
+  return {
+    idPrefix: 'resp_',
+    whole: (meta, result) => wholeResponse({ meta, echo, tokenText, logprobs }, result, unixSeconds()),
+    stream(meta) {
+      const builder = new ResponsesStreamBuilder({ meta, echo, tokenText, logprobs });
+      const text = (events: ReturnType<ResponsesStreamBuilder['start']>) => events.map(sseEvent).join('');
+      return {
+        start: () => text(builder.start()),
+        push: (event) => text(builder.push(event)),
+        end: () => '',
+        fail: (error) => text(builder.fail(error)),
+      };
+    },
+  };
+}
