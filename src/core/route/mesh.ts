@@ -47,6 +47,8 @@ export interface MeshPeer extends MeshPeerInit {
   readonly joinedAt: number;
   readonly ranges: LayerRange[]; // loaded and ready
   device?: string;
+  /** The weight format its ranges were loaded in (from `ready`; a 2.0 peer: the model's float format). */
+  weights?: WireWeights;
 }
 
 const key = (r: LayerRange) => `${r.start}:${r.end}`;
@@ -177,7 +179,13 @@ export class Mesh implements RouteProvider {
       artifactUrl: this.model.artifactUrl(range),
       config: this.model.config,
     };
-    const answer = await peer.link.control(assign, signal);
+    const answer = await peer.link.control(assign, signal).catch((error: unknown) => {
+      // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
+      if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
+        throw new RouteUnavailableError(`peer ${peer.id} refused layers [${range.start}, ${range.end}) in ${weightSpecName(this.model.weights)}: [${error.code}] ${error.message}`);
+      }
+      throw error;
+    });
     if (answer.kind === 'error') throw new RouteUnavailableError(`peer ${peer.id} refused layers [${range.start}, ${range.end}) in ${weightSpecName(this.model.weights)}: [${answer.code}] ${answer.message}`);
     if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
     if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
@@ -185,6 +193,7 @@ export class Mesh implements RouteProvider {
     }
     peer.ranges.push(range);
     peer.device = answer.device;
+    peer.weights = answer.weights ?? this.model.weights;
     this.changed();
   }
 

@@ -6,7 +6,7 @@
 import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
-import { resolveWeightSpec, type WeightRequest } from '../../core/model/quant/weight-format.ts';
+import { resolveWeightSpec, weightSpecName, type WeightRequest } from '../../core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
 import { startHead, type HeadContext, type RunningHead } from '../head/head-node.ts';
@@ -84,7 +84,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const weights = resolveWeightSpec(config, options.dtype, options.weights);
   const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, 'auto', config.numLayers) : options.headLayers;
   const startedAt = Date.now();
-  const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
+  const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype, weights: weightSpecName(weights) }, startedAt) });
   const metrics = new HeadMetrics();
   const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
   const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
