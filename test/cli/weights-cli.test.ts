@@ -4,6 +4,7 @@
  * artifact cache that a second start (or another accuracy level) does not rebuild, and flag
  * refusals.
  */
+import { existsSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +66,21 @@ describe('meshnet generate --weights', () => {
     expect(fp16.code, fp16.stderr).toBe(0);
     expect(JSON.parse(fp16.stdout).weights).toBe('fp16');
   });
+
+  const swiftshader = '/usr/lib/chromium/vk_swiftshader_icd.json';
+  // Skipped only where Chromium (and so its software Vulkan) is not installed; .ci/run installs it.
+  it.skipIf(!existsSync(swiftshader))('q4 and q8 on onnxruntime-node WebGPU over SwiftShader give the CPU provider\'s exact-level tokens', async () => {
+    const gpu = { ...env, LD_LIBRARY_PATH: '/usr/lib/chromium', VK_ICD_FILENAMES: swiftshader };
+    for (const format of ['q4', 'q8']) {
+      const flags = ['--weights', format, '--accuracy-level', '0'];
+      const cpu = JSON.parse((await runCli([...GREEDY, ...flags], env)).stdout);
+      const result = await runCli([...GREEDY.map((a) => (a === 'cpu' ? 'webgpu' : a)), ...flags], gpu);
+      expect(result.code, result.stderr).toBe(0);
+      const out = JSON.parse(result.stdout);
+      expect(out.device).toBe('webgpu');
+      expect(out.token_ids, format).toEqual(cpu.token_ids);
+    }
+  }, 120_000);
 
   it('refuses unknown formats, block sizes and levels, and fp32 weights under fp16 activations', async () => {
     for (const [flags, message] of [
