@@ -22,6 +22,10 @@ import { startHead } from '../src/node/head/head-node.ts';
 import { loadLocalPipeline, openLocalModel, openLocalTokenizer, type LoadedPipeline } from '../src/node/local-model.ts';
 import { spawnLocalPeers } from '../src/node/peer/local-peers.ts';
 import { MeteredLink, newMeter, type LinkMeter } from './metered-link.ts';
+import { resolveWeightSpec, type AccuracyLevel, type WeightFormat, type WeightSpec } from '../src/core/model/quant/weight-format.ts';
+import { meshModel } from '../src/node/mesh-model.ts';
+import { partWeightBytes } from '../src/core/model/shard-artifact.ts';
+import type { LocalModel } from '../src/node/local-model.ts';
 
 export type MeasureSpec =
   | (CommonSpec & { readonly kind: 'one-process' })
@@ -36,6 +40,10 @@ interface CommonSpec {
   readonly repeats: number;
   readonly decodeTokens: number;
   readonly longPrompt: number;
+  /** meshnet's weight format (one process and pipelines; absent = fp32). */
+  readonly weights?: WeightFormat;
+  /** MatMulNBits accuracy level for q8/q4 (absent: meshnet's default). */
+  readonly accuracyLevel?: AccuracyLevel;
 }
 
 export interface RequestTiming {
@@ -79,6 +87,16 @@ export interface MeasureResult {
     readonly pingMs?: number;
   })[];
   readonly devices?: readonly string[];
+  /** meshnet: the weight format served (canonical spec) and its packed bytes per decoder layer and for the head's parts. */
+  readonly packed?: { readonly weights: WeightSpec; readonly bytesPerLayer: number; readonly headBytes: number; readonly lmHeadBytes: number };
+}
+
+/** The weight spec `spec` asks for, and its packed bytes (what the artifacts hold). */
+function packedOf(model: LocalModel, spec: CommonSpec): NonNullable<MeasureResult['packed']> {
+  const weights = resolveWeightSpec(model.checkpoint.config, 'fp32', { format: spec.weights ?? 'fp32', ...(spec.accuracyLevel !== undefined && { accuracyLevel: spec.accuracyLevel }) });
+  const mesh = meshModel(model, 'bench', 'fp32', weights);
+  const lmHeadBytes = partWeightBytes(model.checkpoint.config, model.checkpoint.tensors, { kind: 'head' }, 'fp32', weights);
+  return { weights, bytesPerLayer: mesh.bytesPerLayer, headBytes: mesh.headBytes, lmHeadBytes };
 }
 
 /** Runs one request; resolves with the times of its tokens. */
@@ -171,7 +189,8 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
   const loadStart = performance.now();
   const model = await openLocalModel(spec.model);
   const { numLayers, vocabSize } = model.checkpoint.config;
-  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', threads: spec.threads, spinning: spec.spinning });
+  const packed = packedOf(model, spec);
+  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', weights: packed.weights, threads: spec.threads, spinning: spec.spinning });
   const loadMs = performance.now() - loadStart;
   const parts = instrument(pipeline);
   try {
@@ -181,7 +200,7 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
       });
     const runs = await measureRequests(generate, vocabSize, spec);
     const breakdownMs = Object.fromEntries(Object.entries(parts).map(([part, times]) => [part, median(times)]));
-    return { spec, loadMs, ...runs, breakdownMs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices };
+    return { spec, loadMs, ...runs, breakdownMs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices, packed };
   } finally {
     await pipeline.dispose();
   }
@@ -191,6 +210,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
   const loadStart = performance.now();
   const model = await openLocalModel(spec.model);
   const { vocabSize, hiddenSize } = model.checkpoint.config;
+  const packed = packedOf(model, spec);
   const meters = new Map<string, LinkMeter>();
   const links = new Map<string, MeteredLink>();
   const log = process.env.BENCH_VERBOSE ? (line: string) => process.stderr.write(`  ${line}\n`) : () => {};
@@ -203,6 +223,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     link: spec.link,
     headLayers: 'none',
     dtype: 'fp32',
+    weights: packed.weights,
     device: 'cpu',
     threads: spec.threads,
     log,
@@ -244,7 +265,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
       ...perDecodeFrame(statsBefore.get(peerId), statsAfter.get(peerId)),
       pingMs: pings.get(peerId),
     }));
-    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops };
+    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops, packed };
   } finally {
     await head.close();
     await peers.close();

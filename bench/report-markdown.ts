@@ -5,13 +5,33 @@ const MiB = 2 ** 20;
 const fixed = (x: number | undefined, digits = 1) => (x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits));
 const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : '—');
 
+type Row = BenchReport['models'][number]['rows'][number];
+
+/** One line per weight format (and accuracy level) that has a one-process or 2-peer relay row. */
+function formatSummary(rows: readonly Row[]): { label: string; packedMiB?: number; one?: Row; peers?: Row }[] {
+  const suffix = (label: string) => /, ((?:fp16|q8|q4)(?: level \d)?)$/.exec(label)?.[1] ?? 'fp32';
+  const out = new Map<string, { label: string; packedMiB?: number; one?: Row; peers?: Row }>();
+  for (const r of rows) {
+    const isOne = r.kind === 'one-process' && !r.spinning;
+    const isPeers = r.kind === 'pipeline' && r.label.startsWith('2 peers, relay') && !r.label.includes('RTT');
+    if (!isOne && !isPeers) continue;
+    const label = suffix(r.label);
+    const entry = out.get(label) ?? { label };
+    if (r.packedBytesPerLayer !== undefined) entry.packedMiB = r.packedBytesPerLayer / MiB;
+    if (isOne) entry.one = r;
+    else entry.peers = r;
+    out.set(label, entry);
+  }
+  return [...out.values()];
+}
+
 export function renderMarkdown(report: BenchReport): string {
   const lines: string[] = [];
   const bw = report.bandwidth;
   lines.push(`# meshnet bench — ${report.startedAt}${report.quick ? ' (quick)' : ''}`, '');
   lines.push(
     `${report.machine.cpus} × ${report.machine.cpuModel}, ${(Number(report.machine.totalMemoryBytes) / 2 ** 30).toFixed(0)} GiB, Node ${report.machine.node}, ${report.machine.platform}. ` +
-      `${report.threads} onnxruntime threads per process, fp32 on the CPU, greedy, ${report.decodeTokens} decode tokens after a 32-token prompt. ` +
+      `${report.threads} onnxruntime threads per process, fp32 activations on the CPU, greedy, ${report.decodeTokens} decode tokens after a 32-token prompt. ` +
       `Run took ${report.durationS.toFixed(0)} s.`,
     '',
   );
@@ -45,6 +65,13 @@ export function renderMarkdown(report: BenchReport): string {
       );
     }
     lines.push('');
+    const formats = formatSummary(model.rows);
+    if (formats.length > 1) {
+      lines.push('By weight format (one process, and 2 peers over relay):', '');
+      lines.push('| weights | packed MiB/layer | one process tok/s | × fp32 | TTFT 32 / ' + model.longPrompt + ' (ms) | peak RSS (MiB) | 2 peers tok/s | peers\' peak RSS (MiB) |', '| --- | --- | --- | --- | --- | --- | --- | --- |');
+      for (const f of formats) lines.push(`| ${f.label} | ${fixed(f.packedMiB, 2)} | ${fixed(f.one?.decodeTokensPerSecond)} | ${fixed(f.one?.vsFp32, 2)}× | ${fixed(f.one?.ttftShortMs, 0)} / ${fixed(f.one?.ttftLongMs, 0)} | ${f.one ? (f.one.peakRss[0].bytes / MiB).toFixed(0) : '—'} | ${fixed(f.peers?.decodeTokensPerSecond)} | ${f.peers ? f.peers.peakRss.filter((p) => p.process !== 'head').map((p) => (p.bytes / MiB).toFixed(0)).join(' / ') : '—'} |`);
+      lines.push('');
+    }
     lines.push('Where a decode token\'s time goes (median ms per token):', '');
     for (const r of model.rows) {
       if (r.breakdownMs) lines.push(`- ${r.label}: ${Object.entries(r.breakdownMs).map(([part, ms]) => `${part} ${fixed(ms, 2)}`).join(', ')}`);
@@ -67,7 +94,8 @@ export function renderMarkdown(report: BenchReport): string {
     '- Added ms/hop/token: (pipeline ms/token − one-process ms/token) ÷ hops. It is the whole cost of splitting, per hop: frame encode/decode, socket, event loop, worker hand-offs, and the head\'s extra embedding/LM-head runs.',
     '- Hop decode ms: the head\'s mean request time per decode frame on each hop, the peer\'s compute included.',
     '- Activation bytes: whole frames (header + fp32 hidden state) per decode step per hop, head → peer and peer → head.',
-    '- Peak RSS: VmHWM of each peer process, maxRSS of the head/one process. Layer bytes are the fp32 weights of the process\'s layers.',
+    '- Peak RSS: VmHWM of each peer process, maxRSS of the head/one process. Layer bytes are the weights of the process\'s layers: fp32 from the checkpoint, or the packed bytes of the row\'s format (fp16, q8, q4: what its artifacts hold).',
+    '- Weight formats (`, fp16`, `, q8`, `, q4` rows): `--weights` with block 32 and meshnet\'s default accuracy level 4 (int8 activations in MatMulNBits), unless the row says `level 0`; ÷ one process is against the fp32 one process; same tokens compares with the one-process run of the same format.',
     '- Same tokens: the 32-token prompt\'s greedy tokens equal the one-process run\'s (transformers.js is run with min_new_tokens, which masks EOS, so it may differ once EOS would win).',
     '- Link delay (`--link-delay-ms N`): N ms of added round-trip time per frame, half before sending and half after the answer (head side).',
     '',

@@ -37,6 +37,10 @@ export interface ModelReport {
 export interface Row {
   readonly label: string;
   readonly kind: MeasureSpec['kind'];
+  /** meshnet's weight format ('fp32' for transformers.js). */
+  readonly weights: string;
+  /** Packed bytes of one decoder layer in that format. */
+  readonly packedBytesPerLayer?: number;
   readonly spinning: boolean;
   readonly meanDecodeTokensPerSecond: number;
   readonly fastestTokenMs: number;
@@ -50,8 +54,10 @@ export interface Row {
   readonly ttftShortMs: number;
   readonly ttftLongMs: number;
   readonly loadMs: number;
-  /** decode tokens/s ÷ one process's. */
+  /** decode tokens/s ÷ one process's (a pipeline: the one process in its own weight format). */
   readonly vsOneProcess: number;
+  /** decode tokens/s ÷ the fp32 one process's. */
+  readonly vsFp32: number;
   /** decode tokens/s ÷ transformers.js's with the same thread spinning. */
   readonly vsTransformers: number;
   /** decode tokens/s ÷ (bandwidth ÷ weight bytes per token). */
@@ -116,13 +122,24 @@ function layerBytes(model: ModelReport, range: [number, number]): number {
   }, 0);
 }
 
-export const rowLabel = (spec: MeasureSpec) =>
-  spec.kind === 'pipeline'
-    ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? `, +${spec.linkDelayMs} ms RTT` : ''}`
-    : `${spec.kind === 'one-process' ? 'meshnet, one process' : 'transformers.js'}${spec.spinning ? ', spinning' : ''}`;
+/** meshnet's weight format of a configuration (transformers.js: the checkpoint's fp32). */
+const weightsOf = (spec: MeasureSpec): string => (spec.kind === 'transformers' ? 'fp32' : (spec.weights ?? 'fp32'));
+const sameWeights = (a: MeasureSpec, b: MeasureSpec) => weightsOf(a) === weightsOf(b) && a.accuracyLevel === b.accuracyLevel;
+
+export const rowLabel = (spec: MeasureSpec) => {
+  const weights = weightsOf(spec) === 'fp32' ? '' : `, ${spec.weights}${spec.accuracyLevel !== undefined ? ` level ${spec.accuracyLevel}` : ''}`;
+  return spec.kind === 'pipeline'
+    ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? `, +${spec.linkDelayMs} ms RTT` : ''}${weights}`
+    : `${spec.kind === 'one-process' ? 'meshnet, one process' : 'transformers.js'}${spec.spinning ? ', spinning' : ''}${weights}`;
+};
+
+/** The one-process fp32 row with spinning off: every ratio's baseline. */
+const isBaseline = (r: MeasureResult) => r.spec.kind === 'one-process' && !r.spec.spinning && weightsOf(r.spec) === 'fp32';
 
 function rows(model: ModelReport, limit: number): Row[] {
-  const one = model.results.find((r) => r.spec.kind === 'one-process' && !r.spec.spinning);
+  const one = model.results.find(isBaseline);
+  // Same tokens: against the one-process run in the same weight format.
+  const oneLike = (spec: MeasureSpec) => model.results.find((r) => r.spec.kind === 'one-process' && !r.spec.spinning && sameWeights(r.spec, spec));
   // Against transformers.js with the same thread spinning.
   const tjs = (spinning: boolean) => model.results.find((r) => r.spec.kind === 'transformers' && r.spec.spinning === spinning);
   const all = model.tensors.reduce((sum, t) => sum + t.bytes, 0);
@@ -130,9 +147,16 @@ function rows(model: ModelReport, limit: number): Row[] {
     const tps = r.decodeTokensPerSecond;
     const hops = r.hops.length;
     const decodeFrames = r.hops.reduce((s, h) => s + h.decodeFrames, 0);
+    // Layer bytes of a peer: packed bytes in its format (the artifacts'), else the checkpoint's fp32.
+    const peerLayerBytes = (range: [number, number]) => (r.packed && weightsOf(r.spec) !== 'fp32' ? (range[1] - range[0]) * r.packed.bytesPerLayer : layerBytes(model, range));
+    // Pipelines and same-token checks: against the one process in the same weight format.
+    const reference = oneLike(r.spec);
+    const same = r.spec.kind === 'pipeline' ? reference : one;
     return {
       label: rowLabel(r.spec),
       kind: r.spec.kind,
+      weights: weightsOf(r.spec),
+      ...(r.packed ? { packedBytesPerLayer: r.packed.bytesPerLayer } : {}),
       spinning: r.spec.spinning,
       meanDecodeTokensPerSecond: r.meanDecodeTokensPerSecond,
       fastestTokenMs: r.fastestTokenMs,
@@ -145,16 +169,18 @@ function rows(model: ModelReport, limit: number): Row[] {
       ttftShortMs: r.short.ttftMs,
       ttftLongMs: r.long.ttftMs,
       loadMs: r.loadMs,
-      vsOneProcess: one ? tps / one.decodeTokensPerSecond : NaN,
-      vsTransformers: tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN),
-      fractionOfLimit: tps / limit,
-      ...(r.spec.kind === 'pipeline' && one && hops > 0
+      vsOneProcess: same ? tps / same.decodeTokensPerSecond : NaN,
+      vsFp32: one ? tps / one.decodeTokensPerSecond : NaN,
+      vsTransformers: weightsOf(r.spec) === 'fp32' ? tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN) : NaN,
+      // Against bandwidth ÷ the bytes this row's weights make a decode step read (packed, for the compact formats).
+      fractionOfLimit: r.packed && weightsOf(r.spec) !== 'fp32' ? (tps * (model.config.numLayers * r.packed.bytesPerLayer + r.packed.lmHeadBytes)) / (limit * weightBytesPerToken(model)) : tps / limit,
+      ...(r.spec.kind === 'pipeline' && same && hops > 0
         ? {
-            addedMsPerHopPerToken: (1000 / tps - 1000 / one.decodeTokensPerSecond) / hops,
+            addedMsPerHopPerToken: (1000 / tps - 1000 / same.decodeTokensPerSecond) / hops,
             hopDecodeMs: r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0)),
-            hopOverheadMs: one.breakdownMs?.layers === undefined
+            hopOverheadMs: same.breakdownMs?.layers === undefined
               ? undefined
-              : r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0) - (one.breakdownMs!.layers * ((h.range?.[1] ?? 0) - (h.range?.[0] ?? 0))) / model.config.numLayers),
+              : r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0) - (same.breakdownMs!.layers * ((h.range?.[1] ?? 0) - (h.range?.[0] ?? 0))) / model.config.numLayers),
             peerBusyMs: r.hops.map((h) => h.peerBusyMs),
             peerRunMs: r.hops.map((h) => h.peerRunMs),
             pingMs: r.hops.map((h) => h.pingMs),
@@ -165,10 +191,14 @@ function rows(model: ModelReport, limit: number): Row[] {
           }
         : {}),
       peakRss: [
-        { process: r.spec.kind === 'pipeline' ? 'head' : 'process', bytes: r.peakRssBytes, ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: all }) },
-        ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? layerBytes(model, p.range) : undefined })),
+        {
+          process: r.spec.kind === 'pipeline' ? 'head' : 'process',
+          bytes: r.peakRssBytes,
+          ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: r.packed && weightsOf(r.spec) !== 'fp32' ? model.config.numLayers * r.packed.bytesPerLayer + r.packed.headBytes : all }),
+        },
+        ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? peerLayerBytes(p.range) : undefined })),
       ],
-      sameTokens: one ? JSON.stringify(r.short.tokenIds) === JSON.stringify(one.short.tokenIds) : true,
+      sameTokens: reference ? JSON.stringify(r.short.tokenIds) === JSON.stringify(reference.short.tokenIds) : true,
     };
   });
 }
@@ -196,9 +226,36 @@ function targets(models: BenchReport['models']): Target[] {
       out.push({ target: `${model.name}: one-process meshnet ≥ transformers.js (decode tokens/s, ${how})`, measured: `${one.vsTransformers.toFixed(2)}×`, met: one.vsTransformers >= 1 });
     }
   }
+  // Compact weights (issue #12), meshnet's side: q4 speed in one process, q4 peers' memory.
+  const oneOf = (weights: string) => smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && !r.label.includes('level'));
+  const fp32One = oneOf('fp32');
+  const q4One = oneOf('q4');
+  if (fp32One && q4One) {
+    const ratio = q4One.decodeTokensPerSecond / fp32One.decodeTokensPerSecond;
+    out.push({
+      target: `${smol.name}: q4 one-process decode tokens/s ≥ 3× fp32`,
+      measured: `${ratio.toFixed(2)}× (${q4One.decodeTokensPerSecond.toFixed(1)} vs ${fp32One.decodeTokensPerSecond.toFixed(1)} tok/s)`,
+      met: ratio >= 3,
+    });
+  }
+  // A peer's RSS growth over the same peer holding (almost) nothing: the same 2-peer relay
+  // pipeline's peers serving stories260k (fp32, about 0.5 MiB of layers each).
+  const stories = models.find((m) => m.name === 'stories260k');
+  const idle = stories?.rows.find((r) => r.kind === 'pipeline' && r.label === '2 peers, relay');
+  const q4Peers = smol.rows.find((r) => loopback(r) && r.weights === 'q4' && r.label.startsWith('2 peers, relay'));
+  if (idle && q4Peers) {
+    const peers = q4Peers.peakRss.filter((p) => p.layerBytes !== undefined && p.process !== 'head');
+    const growth = peers.map((p) => ({ ...p, growth: p.bytes - (idle.peakRss.find((b) => b.process === p.process)?.bytes ?? NaN) }));
+    out.push({
+      target: `${smol.name}, ${q4Peers.label}: each peer's peak RSS growth over the same peer serving stories260k ≤ 1.1 × its q4 layer bytes + 50 MiB`,
+      measured: growth.map((p) => `${p.process} [${p.range?.join(', ')}): +${(p.growth / MiB).toFixed(0)} MiB for ${(p.layerBytes! / MiB).toFixed(1)} MiB of q4 layers (limit ${((1.1 * p.layerBytes!) / MiB + 50).toFixed(0)})`).join('; '),
+      met: growth.length > 0 && growth.every((p) => p.growth <= 1.1 * p.layerBytes! + 50 * MiB),
+    });
+  }
   // Memory follows the layer share: a peer's peak RSS is its layers' weights plus a runtime
-  // baseline, not the whole model. Allowance: 1.5 × its layer bytes + 200 MiB.
-  for (const row of smol.rows.filter(loopback)) {
+  // baseline, not the whole model. Allowance: 1.5 × its layer bytes + 200 MiB (fp32 weights;
+  // the compact formats have the growth target above).
+  for (const row of smol.rows.filter((r) => loopback(r) && r.weights === 'fp32')) {
     const peers = row.peakRss.filter((p) => p.layerBytes !== undefined && p.process !== 'process');
     const ok = peers.every((p) => p.bytes <= 1.5 * p.layerBytes! + 200 * MiB);
     out.push({

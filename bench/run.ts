@@ -70,7 +70,10 @@ async function measureBandwidth(): Promise<{ oneStream: number; allStreams: numb
   return { oneStream, allStreams: Math.max(allStreams, oneStream), streams };
 }
 
-function configurations(model: string, exportDir: string, longPrompt: number): MeasureSpec[] {
+/** meshnet's compact formats, each in one process and over 2 relay peers (q4 also at the exact accuracy level, one process). */
+const FORMAT_ROWS: readonly Pick<MeasureSpec, 'weights' | 'accuracyLevel'>[] = [{ weights: 'fp16' }, { weights: 'q8' }, { weights: 'q4' }];
+
+function configurations(model: string, exportDir: string, longPrompt: number, formats: boolean): MeasureSpec[] {
   // Spinning off is meshnet's setting everywhere (peers share the cores); transformers.js
   // leaves onnxruntime's default (on). Both engines run both ways, so each ratio compares
   // like with like.
@@ -82,6 +85,11 @@ function configurations(model: string, exportDir: string, longPrompt: number): M
     for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs });
   }
   specs.push({ ...common, kind: 'transformers', exportDir, spinning: true }, { ...common, kind: 'transformers', exportDir });
+  if (formats) {
+    for (const format of FORMAT_ROWS) specs.push({ ...common, kind: 'one-process', ...format });
+    specs.push({ ...common, kind: 'one-process', weights: 'q4', accuracyLevel: 0 });
+    for (const format of FORMAT_ROWS) specs.push({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, ...format });
+  }
   return specs;
 }
 
@@ -96,7 +104,8 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
   log(`${name}: exported for transformers.js in ${((performance.now() - exportStart) / 1000).toFixed(1)} s`);
   // Rounds: every configuration once per round, so a burst of other work on a shared
   // machine hits one round of a configuration, not all of it. Each figure keeps its best round.
-  const specs = configurations(dir, exportDir, longPrompt);
+  // The compact formats on the SmolLM2-shaped model (stories260k's fp32 peers are the RSS baseline).
+  const specs = configurations(dir, exportDir, longPrompt, name !== 'stories260k');
   const rounds: MeasureResult[][] = specs.map(() => []);
   for (let round = 0; round < repeats; round++) {
     for (const [i, spec] of specs.entries()) {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { openCheckpoint, type Checkpoint } from '../core/model/checkpoint.ts';
 import { modelKey } from '../core/model/model-key.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
-import { weightSpec, type WeightSpec } from '../core/model/quant/weight-format.ts';
+import { asWeightSpec, type WeightFormat, type WeightSpec } from '../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../core/model/tokenizer.ts';
 import type { LayerRange } from '../core/model/types.ts';
 import { KvStore } from '../core/runtime/kv-store.ts';
@@ -38,8 +38,8 @@ export interface PipelineOptions {
   readonly ranges: readonly LayerRange[];
   readonly device: string;
   readonly dtype: ActivationDtype;
-  /** Weight format (default: the float format equal to `dtype`). */
-  readonly weights?: WeightSpec;
+  /** Weight format: a spec or a format name (default: the float format of `dtype`; q4 for AWQ/GPTQ). */
+  readonly weights?: WeightSpec | WeightFormat;
   readonly threads?: number;
   /** Let idle onnxruntime threads spin (see NodeRuntimeOptions.spinning). */
   readonly spinning?: boolean;
@@ -57,7 +57,7 @@ export interface LoadedPipeline extends LocalPipeline {
 
 export async function loadLocalPipeline(model: LocalModel, options: PipelineOptions): Promise<LoadedPipeline> {
   const { checkpoint, key } = model;
-  const weights = options.weights ?? weightSpec(options.dtype);
+  const weights = asWeightSpec(checkpoint.config, options.dtype, options.weights);
   const loader = options.loader ?? (await nodeLoaderOptions(options));
   // Every session owns its thread pool: spinning pools of idle sessions (embedding, LM
   // head) would steal the cores the working one needs. Only the layer sessions spin.

@@ -8,7 +8,7 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
-import { weightSpec, type WeightSpec } from '../../core/model/quant/weight-format.ts';
+import { asWeightSpec, type WeightFormat, type WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { ShardService } from '../../core/peer/shard-peer.ts';
@@ -48,8 +48,8 @@ export interface HeadOptions {
   readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange;
   readonly dtype: ActivationDtype;
-  /** Weight format of every part (default: the float format equal to `dtype`). */
-  readonly weights?: WeightSpec;
+  /** Weight format of every part: a spec or a format name (default: the float format of `dtype`; q4 for AWQ/GPTQ). */
+  readonly weights?: WeightSpec | WeightFormat;
   readonly device: string;
   readonly threads?: number;
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
@@ -90,7 +90,7 @@ export function generateJoinToken(): string {
 
 export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const { model, dtype } = options;
-  const weights = options.weights ?? weightSpec(dtype);
+  const weights = asWeightSpec(model.checkpoint.config, dtype, options.weights);
   const log = options.log ?? (() => {});
   const joinToken = options.joinToken === null ? undefined : (options.joinToken ?? generateJoinToken());
   const budget = options.memoryBudgetBytes ?? Math.floor(os.freemem() / 2);

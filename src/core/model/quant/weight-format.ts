@@ -90,6 +90,15 @@ export function sameWeightSpec(a: WeightSpec, b: WeightSpec): boolean {
   return weightSpecName(a) === weightSpecName(b);
 }
 
+/**
+ * The spec for an option that may be a full spec, a bare format name (its defaults: block
+ * 32, level 4) or absent (resolveWeightSpec's default for the checkpoint).
+ */
+export function asWeightSpec(config: Pick<ModelConfig, 'quantization'>, dtype: ActivationDtype, weights?: WeightSpec | WeightFormat): WeightSpec {
+  if (weights === undefined) return resolveWeightSpec(config, dtype);
+  return typeof weights === 'string' ? resolveWeightSpec(config, dtype, { format: weights }) : weights;
+}
+
 /** What a user asked for (`--weights`, `--quant-block`, `--accuracy-level`); absent fields take defaults. */
 export interface WeightRequest {
   readonly format?: WeightFormat;
