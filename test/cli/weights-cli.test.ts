@@ -57,14 +57,12 @@ describe('meshnet generate --weights', () => {
     expect(distributed.token_ids).toEqual(alone.token_ids);
   });
 
-  it('q8 and fp16 run too, and q8 at block 64 keeps the fp32 greedy text of this trained model', async () => {
+  it('q8 at block 64 keeps the fp32 greedy text of this trained model', async () => {
     const fp32 = JSON.parse((await runCli(GREEDY, env)).stdout);
     const q8 = await runCli([...GREEDY, '--weights', 'q8', '--quant-block', '64'], env);
     expect(q8.code, q8.stderr).toBe(0);
+    expect(JSON.parse(q8.stdout).weights).toBe('q8-b64-acc4');
     expect(JSON.parse(q8.stdout).token_ids).toEqual(fp32.token_ids);
-    const fp16 = await runCli([...GREEDY, '--weights', 'fp16', '--dtype', 'fp16'], env);
-    expect(fp16.code, fp16.stderr).toBe(0);
-    expect(JSON.parse(fp16.stdout).weights).toBe('fp16');
   });
 
   const swiftshader = '/usr/lib/chromium/vk_swiftshader_icd.json';

@@ -8,9 +8,10 @@
  *
  * Measured on this machine (onnxruntime-node 1.30, CPU; see the issue note), and bounded here
  * with a margin: fp32 5.685, fp16 5.685, q8 5.687 / 5.689, q4 5.882 / 5.890 (level 0 / 4,
- * block 32); level 4 agrees with level 0 at 99.0–99.1% of 4096 aidreams positions (seeds 1–32)
- * and 98.0–99.3% of 1616 positions on each random fixture, whose logits are so flat that 3–6%
- * of positions have a top-2 margin under 0.02 (fp16 activations agree at 99.94% there).
+ * block 32); level 4 agrees with level 0 at 99.0–99.1% of 4096 aidreams positions (seeds 1–32;
+ * this test takes seeds 1–16) and 98.0–99.3% of 1616 positions on each random fixture (this
+ * test takes 4 sequences), whose logits are so flat that 3–6% of positions have a top-2
+ * margin under 0.02 (fp16 activations agree at 99.94% there).
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,14 +26,14 @@ const AIDREAMS = path.resolve(import.meta.dirname, '../../../shared/models/aidre
 
 let root: { dir: string; remove: () => Promise<void> };
 let model: LocalModel;
-let texts: number[][]; // seeds 1–32; the perplexity table uses 1–8
+let texts: number[][]; // seeds 1–16; the perplexity table uses 1–8
 beforeAll(async () => {
   root = await tempDir('quality');
   process.env.MESHNET_HOME = root.dir;
   model = await openLocalModel(AIDREAMS);
   const p = await pipeline(model, [{ start: 0, end: model.checkpoint.config.numLayers }]);
   texts = [];
-  for (let seed = 1; seed <= 32; seed++) texts.push(await sampleSequence(p, seed, model.checkpoint.config.maxPositionEmbeddings - 1));
+  for (let seed = 1; seed <= 16; seed++) texts.push(await sampleSequence(p, seed, model.checkpoint.config.maxPositionEmbeddings - 1));
   await p.dispose();
 });
 afterAll(() => root.remove());
@@ -90,7 +91,7 @@ describe('aidreams260k perplexity by weight format (text the fp32 model samples 
 
 describe('accuracy level 4 (int8 activations) against level 0 (exact), teacher-forced top-1', () => {
   for (const format of ['q4', 'q8'] as const) {
-    it(`${format}: aidreams260k, seeds 1–32 (4096 positions)`, async () => {
+    it(`${format}: aidreams260k, seeds 1–16 (2048 positions)`, async () => {
       const exact = await forced(model, texts, weightSpec('fp32', { format, accuracyLevel: 0 }));
       const fast = await forced(model, texts, weightSpec('fp32', { format, accuracyLevel: 4 }));
       const rate = agreement(exact, fast);
@@ -100,13 +101,13 @@ describe('accuracy level 4 (int8 activations) against level 0 (exact), teacher-f
     });
   }
 
-  it('q4 and q8 on every fixture architecture (8 sampled sequences each)', async () => {
+  it('q4 and q8 on every fixture architecture (4 sampled sequences each)', async () => {
     const lines: string[] = [];
     for (const [name, preset] of Object.entries(TINY_PRESETS)) {
       const fixture = await fixtureModel(root.dir, name, { ...preset, dtype: 'F32', seed: 5 });
       const p = await pipeline(fixture, [{ start: 0, end: fixture.checkpoint.config.numLayers }]);
       const sequences: number[][] = [];
-      for (let seed = 1; seed <= 8; seed++) sequences.push(await sampleSequence(p, seed, 100));
+      for (let seed = 1; seed <= 4; seed++) sequences.push(await sampleSequence(p, seed, 100));
       await p.dispose();
       for (const format of ['q4', 'q8'] as const) {
         const rate = agreement(await forced(fixture, sequences, weightSpec('fp32', { format, accuracyLevel: 0 })), await forced(fixture, sequences, weightSpec('fp32', { format, accuracyLevel: 4 })));

@@ -16,15 +16,18 @@ export const WEIGHT_OPTIONS = {
   'accuracy-level': { type: 'string' },
 } as const;
 
-export const WEIGHT_USAGE = `  --weights F          ${WEIGHT_FORMATS.join('|')}: how layer, embedding and LM-head weights are stored
-                       (default: as --dtype; q4 for AWQ/GPTQ checkpoints). Bytes per weight: fp32 4;
-                       fp16 2, but onnxruntime's CPU provider upcasts fp16 weights to a stored fp32
-                       copy at load (no memory saved, no speed gained on CPU: use q8 there);
-                       q8 about 1.1 and q4 about 0.6 (block 32). q8/q4 run as MatMulNBits on the CPU,
-                       wasm and WebGPU; peers take the format the head assigns
-  --quant-block N      ${QUANT_BLOCK_SIZES.join('|')}: weights per scale for q8/q4 (default ${DEFAULT_QUANT_BLOCK})
-  --accuracy-level L   ${ACCURACY_LEVELS.join('|')}: q8/q4 compute; 0 dequantizes and computes in float (exact), 4 uses
-                       int8 activations (fast on CPU; the default; wasm and WebGPU ignore it)`;
+export const WEIGHT_USAGE = `  --weights ${WEIGHT_FORMATS.join('|')}
+                       how layer, embedding and LM-head weights are stored (default: as --dtype;
+                       q4 for AWQ/GPTQ checkpoints). Bytes per weight: fp32 4; fp16 2, but
+                       onnxruntime's CPU provider upcasts fp16 weights to a stored fp32 copy at
+                       load (no memory saved, no speed gained on a CPU: use q8 there); q8 about
+                       1.1 and q4 about 0.6 (block 32), as MatMulNBits on the CPU, wasm and
+                       WebGPU. Peers take the format the head assigns
+  --quant-block ${QUANT_BLOCK_SIZES.join('|')}
+                       weights per scale for q8/q4 (default ${DEFAULT_QUANT_BLOCK})
+  --accuracy-level ${ACCURACY_LEVELS.join('|')}
+                       q8/q4 compute: 0 dequantizes and computes in float (exact); 4 uses int8
+                       activations (fast on a CPU; the default; wasm and WebGPU ignore it)`;
 
 /** The flags as a WeightRequest (choices checked; the checkpoint decides the rest, see resolveWeightSpec). */
 export function readWeightFlags(values: { weights?: string; 'quant-block'?: string; 'accuracy-level'?: string }): WeightRequest {
