@@ -9,6 +9,7 @@
  *
  * Set MESHNET_HOME to a scratch folder: the shard artifact is built there.
  */
+import { readFile, writeFile } from 'node:fs/promises';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import { openLocalModel } from '../../src/node/local-model.ts';
 import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
@@ -41,6 +42,8 @@ const loader = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 
 const { artifact } = await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights);
 await settle();
 const rssBefore = process.memoryUsage().rss;
+// Peak resident memory from here on (Linux VmHWM, reset by writing 5 to clear_refs).
+await writeFile('/proc/self/clear_refs', '5').catch(() => undefined);
 
 const executor = await loadShardExecutor(model.checkpoint.config, artifact, model.checkpoint.source, loader);
 const { hiddenSize } = model.checkpoint.config;
@@ -51,12 +54,14 @@ const out = await executor.run({ sessionId: 'memory-check', startPosition: 0, hi
 if (!out.data.every(Number.isFinite)) throw new Error('the shard produced non-finite activations');
 await settle();
 const rssAfter = process.memoryUsage().rss;
+const peakRss = Number(/VmHWM:\s+(\d+) kB/.exec(await readFile('/proc/self/status', 'utf8'))?.[1] ?? 0) * 1024;
 
 console.log(
   JSON.stringify({
     range,
     rssBefore,
     rssAfter,
+    peakRss,
     weights: weightsText,
     weightsBytes: artifact.manifest.weightsLength,
     kvBytes: kv.bytes,
