@@ -2,35 +2,44 @@
  * One bench configuration, measured in its own process (so its peak resident memory is its
  * own): `node --import tsx bench/measure.ts '<MeasureSpec JSON>'` prints one JSON line,
  * a MeasureResult, on stdout. The runner (bench/run.ts) spawns one per configuration.
- *
- * Every configuration runs the same requests, greedy, never stopping at EOS:
- *   warm-up: 8-token prompt, 2 tokens (first-run costs out of the figures)
- *   short:   32-token prompt, `decodeTokens` tokens → time to first token, decode tokens/s
- *   long:    `longPrompt`-token prompt, 1 token   → time to first token
- * short and long run `repeats` times each. The machine may be shared (other processes
- * take cores at random moments), so the figures are robust ones: decode tokens/s is
- * 1000 ÷ the median interval between tokens, TTFT the fastest, each the best repeat; the
- * mean rate and the fastest interval are kept too, with the load average seen.
+ * The requests and how their times become figures are bench/requests.ts; llama.cpp
+ * configurations run in bench/llama-cpp/measure-llama.ts instead (no onnxruntime loaded).
  */
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { generateLocal } from '../src/core/route/local-pipeline.ts';
 import { validateSamplingParams } from '../src/core/sampling/index.ts';
-import { startHead } from '../src/node/head/head-node.ts';
+import { RouteSession } from '../src/core/route/route-session.ts';
+import { DEFAULT_HOP_TIMEOUT_MS, startHead } from '../src/node/head/head-node.ts';
 import { loadLocalPipeline, openLocalModel, openLocalTokenizer, type LoadedPipeline } from '../src/node/local-model.ts';
 import { spawnLocalPeers } from '../src/node/peer/local-peers.ts';
+import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { MeteredLink, newMeter, type LinkMeter } from './metered-link.ts';
-import { resolveWeightSpec, type AccuracyLevel, type WeightFormat, type WeightSpec } from '../src/core/model/quant/weight-format.ts';
-import { meshModel } from '../src/node/mesh-model.ts';
+import { meshnetWeightOptions, type MeshnetWeights } from './meshnet-weights.ts';
+import { resolveWeightSpec, type AccuracyLevel, type WeightSpec } from '../src/core/model/quant/weight-format.ts';
 import { partWeightBytes } from '../src/core/model/shard-artifact.ts';
+import { meshModel } from '../src/node/mesh-model.ts';
 import type { LocalModel } from '../src/node/local-model.ts';
+import { type Generate, measureRequests, median, ownPeakRss, promptOf, type RequestTiming, timed } from './requests.ts';
+
+export type { RequestTiming } from './requests.ts';
 
 export type MeasureSpec =
   | (CommonSpec & { readonly kind: 'one-process' })
   | (CommonSpec & { readonly kind: 'pipeline'; readonly peers: number; readonly link: 'relay' | 'direct'; readonly linkDelayMs: number })
-  | (CommonSpec & { readonly kind: 'transformers'; readonly exportDir: string });
+  | (CommonSpec & { readonly kind: 'transformers'; readonly exportDir: string })
+  | (CommonSpec & {
+      readonly kind: 'llama-cpp';
+      readonly gguf: string;
+      readonly ggufWeights: GgufWeights;
+      /** Folder node-llama-cpp is installed in (bench/llama-cpp/install.ts). */
+      readonly moduleDir: string;
+      readonly vocabSize: number;
+      readonly contextSize: number;
+      /** Weight bytes a decode step reads from this GGUF. */
+      readonly weightBytesPerToken: number;
+    });
 
 interface CommonSpec {
   readonly model: string; // checkpoint folder
@@ -40,18 +49,10 @@ interface CommonSpec {
   readonly repeats: number;
   readonly decodeTokens: number;
   readonly longPrompt: number;
-  /** meshnet's weight format (one process and pipelines; absent = fp32). */
-  readonly weights?: WeightFormat;
+  /** meshnet's weight format (one process and pipelines; absent = fp32, the only one before `--weights`). */
+  readonly weights?: MeshnetWeights;
   /** MatMulNBits accuracy level for q8/q4 (absent: meshnet's default). */
   readonly accuracyLevel?: AccuracyLevel;
-}
-
-export interface RequestTiming {
-  readonly promptTokens: number;
-  readonly ttftMs: number;
-  /** ms since the request started, per generated token. */
-  readonly tokenTimesMs: readonly number[];
-  readonly tokenIds: readonly number[];
 }
 
 export interface MeasureResult {
@@ -87,74 +88,24 @@ export interface MeasureResult {
     readonly pingMs?: number;
   })[];
   readonly devices?: readonly string[];
-  /** meshnet: the weight format served (canonical spec) and its packed bytes per decoder layer and for the head's parts. */
+  /** Weight bytes one decode step reads, when the configuration's weights are not the checkpoint's fp32 (llama.cpp's GGUF types). */
+  readonly weightBytesPerToken?: number;
+  /** meshnet: the weight format served (canonical spec) and its packed bytes per decoder layer, for the head's parts, and for the LM head alone. */
   readonly packed?: { readonly weights: WeightSpec; readonly bytesPerLayer: number; readonly headBytes: number; readonly lmHeadBytes: number };
 }
 
-/** The weight spec `spec` asks for, and its packed bytes (what the artifacts hold). */
+/** The weight spec `spec` asks for (as meshnetWeightOptions, plus its accuracy level) and its packed bytes: what the artifacts hold. */
 function packedOf(model: LocalModel, spec: CommonSpec): NonNullable<MeasureResult['packed']> {
-  const weights = resolveWeightSpec(model.checkpoint.config, 'fp32', { format: spec.weights ?? 'fp32', ...(spec.accuracyLevel !== undefined && { accuracyLevel: spec.accuracyLevel }) });
+  const level = spec.accuracyLevel !== undefined ? { accuracyLevel: spec.accuracyLevel } : {};
+  const weights = resolveWeightSpec(model.checkpoint.config, 'fp32', { format: spec.weights ?? 'fp32', ...level });
   const mesh = meshModel(model, 'bench', 'fp32', weights);
   const lmHeadBytes = partWeightBytes(model.checkpoint.config, model.checkpoint.tensors, { kind: 'head' }, 'fp32', weights);
   return { weights, bytesPerLayer: mesh.bytesPerLayer, headBytes: mesh.headBytes, lmHeadBytes };
 }
 
-/** Runs one request; resolves with the times of its tokens. */
-type Generate = (promptIds: number[], tokens: number) => Promise<RequestTiming>;
-
-function promptOf(length: number, vocab: number, seed: number): number[] {
-  let state = seed >>> 0 || 1;
-  return Array.from({ length }, () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return 3 + (state % (vocab - 3));
-  });
-}
-
-async function timed(promptIds: number[], run: (onToken: (id: number) => void) => Promise<void>): Promise<RequestTiming> {
-  const times: number[] = [];
-  const ids: number[] = [];
-  const started = performance.now();
-  await run((id) => {
-    times.push(performance.now() - started);
-    ids.push(id);
-  });
-  return { promptTokens: promptIds.length, ttftMs: times[0], tokenTimesMs: times, tokenIds: ids };
-}
-
-const params = (tokens: number) => validateSamplingParams({ temperature: 0, maxTokens: tokens });
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-};
-
-async function measureRequests(generate: Generate, vocab: number, spec: CommonSpec) {
-  const load0 = os.loadavg()[0];
-  await generate(promptOf(8, vocab, 1), 2);
-  const cpu = process.cpuUsage();
-  const wall = performance.now();
-  let short: RequestTiming | undefined;
-  let long: RequestTiming | undefined;
-  let decodeTokensPerSecond = 0;
-  let meanDecodeTokensPerSecond = 0;
-  let fastestTokenMs = Infinity;
-  for (let r = 0; r < spec.repeats; r++) {
-    const run = await generate(promptOf(32, vocab, 2), spec.decodeTokens);
-    const t = run.tokenTimesMs;
-    const intervals = t.slice(1).map((x, i) => x - t[i]);
-    const rate = 1000 / median(intervals);
-    if (rate > decodeTokensPerSecond) (decodeTokensPerSecond = rate), (short = run);
-    meanDecodeTokensPerSecond = Math.max(meanDecodeTokensPerSecond, ((t.length - 1) * 1000) / (t[t.length - 1] - t[0]));
-    fastestTokenMs = Math.min(fastestTokenMs, ...intervals);
-    const longRun = await generate(promptOf(spec.longPrompt, vocab, 3), 1);
-    if (!long || longRun.ttftMs < long.ttftMs) long = longRun;
-    if (run.ttftMs < short!.ttftMs) short = { ...short!, ttftMs: run.ttftMs };
-  }
-  const used = process.cpuUsage(cpu);
-  const cpuPerWall = (used.user + used.system) / 1000 / (performance.now() - wall);
-  const loadAverage: [number, number] = [load0, os.loadavg()[0]];
-  return { short: short!, long: long!, decodeTokensPerSecond, meanDecodeTokensPerSecond, fastestTokenMs, loadAverage, cpuPerWall };
-}
+/** The bytes a decode step reads in a compact format (its layers and LM head, packed); undefined for fp32 (the checkpoint's). */
+const packedPerToken = (packed: NonNullable<MeasureResult['packed']>, numLayers: number) =>
+  packed.weights.format === 'fp32' ? undefined : numLayers * packed.bytesPerLayer + packed.lmHeadBytes;
 
 /** Time each part of the one-process pipeline per decode token (one position per call). */
 function instrument(pipeline: LoadedPipeline): Record<string, number[]> {
@@ -183,14 +134,15 @@ async function peakRssOf(pid: number | undefined): Promise<number> {
   return kb ? Number(kb) * 1024 : 0;
 }
 
-const ownPeakRss = () => process.resourceUsage().maxRSS * 1024;
+const params = (tokens: number) => validateSamplingParams({ temperature: 0, maxTokens: tokens });
 
 async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<MeasureResult> {
   const loadStart = performance.now();
   const model = await openLocalModel(spec.model);
   const { numLayers, vocabSize } = model.checkpoint.config;
   const packed = packedOf(model, spec);
-  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', weights: packed.weights, threads: spec.threads, spinning: spec.spinning });
+  const weightOptions = spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights };
+  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', threads: spec.threads, spinning: spec.spinning, ...weightOptions });
   const loadMs = performance.now() - loadStart;
   const parts = instrument(pipeline);
   try {
@@ -200,7 +152,8 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
       });
     const runs = await measureRequests(generate, vocabSize, spec);
     const breakdownMs = Object.fromEntries(Object.entries(parts).map(([part, times]) => [part, median(times)]));
-    return { spec, loadMs, ...runs, breakdownMs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices, packed };
+    const perToken = packedPerToken(packed, numLayers);
+    return { spec, loadMs, ...runs, breakdownMs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices, packed, ...(perToken !== undefined && { weightBytesPerToken: perToken }) };
   } finally {
     await pipeline.dispose();
   }
@@ -209,7 +162,7 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
 async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promise<MeasureResult> {
   const loadStart = performance.now();
   const model = await openLocalModel(spec.model);
-  const { vocabSize, hiddenSize } = model.checkpoint.config;
+  const { vocabSize, hiddenSize, numLayers } = model.checkpoint.config;
   const packed = packedOf(model, spec);
   const meters = new Map<string, LinkMeter>();
   const links = new Map<string, MeteredLink>();
@@ -223,9 +176,9 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     link: spec.link,
     headLayers: 'none',
     dtype: 'fp32',
-    weights: packed.weights,
     device: 'cpu',
     threads: spec.threads,
+    ...(spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights }),
     log,
     wrapLink: (link, peerId) => {
       const meter = newMeter();
@@ -241,7 +194,8 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     let lastHops: { peerId: string; range: { start: number; end: number }; frames: number; totalMs: number }[] = [];
     const generate: Generate = (promptIds, tokens) =>
       timed(promptIds, async (onToken) => {
-        const session = head.openSession({ sessionId: randomUUID(), promptIds, params: params(tokens) });
+        // Straight on the mesh (not the session table): EOS is ignored, as in every other configuration.
+        const session = new RouteSession({ head: head.headRunner, route: head.mesh, vocabSize, hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS }, { sessionId: randomUUID(), promptIds, params: params(tokens) });
         for await (const event of session) if (event.type === 'token') onToken(event.tokenId);
         lastHops = session.telemetry.hops;
       });
@@ -265,7 +219,8 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
       ...perDecodeFrame(statsBefore.get(peerId), statsAfter.get(peerId)),
       pingMs: pings.get(peerId),
     }));
-    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops, packed };
+    const perToken = packedPerToken(packed, numLayers);
+    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops, packed, ...(perToken !== undefined && { weightBytesPerToken: perToken }) };
   } finally {
     await head.close();
     await peers.close();
@@ -352,7 +307,8 @@ async function transformersJs(spec: MeasureSpec & { kind: 'transformers' }): Pro
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const spec = JSON.parse(process.argv[2]) as MeasureSpec;
+  if (spec.kind === 'llama-cpp') throw new Error('llama.cpp configurations run in bench/llama-cpp/measure-llama.ts');
   const result = spec.kind === 'one-process' ? await oneProcess(spec) : spec.kind === 'pipeline' ? await pipelineOfPeers(spec) : await transformersJs(spec);
-  process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.exit(0);
+  // Exit once the line is flushed: a large result written to a pipe would be cut by an immediate exit.
+  process.stdout.write(`${JSON.stringify(result)}\n`, () => process.exit(0));
 }

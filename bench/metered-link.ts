@@ -68,9 +68,6 @@ export class MeteredLink implements PeerLink {
     return this.inner.control(message, signal);
   }
 
-  onMessage(handler: (message: ControlMessage) => void): () => void {
-    return this.inner.onMessage(handler);
-  }
 
   close(reason?: string): Promise<void> {
     return this.inner.close(reason);

@@ -3,7 +3,9 @@
  * on each target. Pure: plain data in, plain data out.
  */
 import type { ModelConfig } from '../src/core/model/types.ts';
+import type { GgufWeights } from './gguf/llama-gguf.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
+import { LLAMA_CPP_COUNTERPART, type MeshnetWeights } from './meshnet-weights.ts';
 
 /**
  * One configuration's rounds merged: the round with the best decode rate gives the decode
@@ -32,14 +34,25 @@ export interface ModelReport {
   readonly tensors: readonly { readonly name: string; readonly bytes: number }[]; // fp32 bytes
   readonly longPrompt: number;
   readonly results: readonly MeasureResult[];
+  /** Configurations the bench tried but could not measure here, and why. */
+  readonly unavailable: readonly UnavailableRow[];
+  /** The GGUF files llama.cpp ran. */
+  readonly ggufs: readonly { readonly weights: GgufWeights; readonly fileBytes: number; readonly weightBytesPerToken: number; readonly fallbacks: readonly string[] }[];
+}
+
+export interface UnavailableRow {
+  readonly label: string;
+  readonly reason: string;
 }
 
 export interface Row {
   readonly label: string;
   readonly kind: MeasureSpec['kind'];
-  /** meshnet's weight format ('fp32' for transformers.js). */
-  readonly weights: string;
-  /** Packed bytes of one decoder layer in that format. */
+  /** meshnet's weight format, or the llama.cpp GGUF type; fp32 for transformers.js. */
+  readonly weights: MeshnetWeights | GgufWeights;
+  /** meshnet's MatMulNBits accuracy level when the row sets one (q8/q4; absent: the default). */
+  readonly accuracyLevel?: number;
+  /** meshnet: packed bytes of one decoder layer in the row's format. */
   readonly packedBytesPerLayer?: number;
   readonly spinning: boolean;
   readonly meanDecodeTokensPerSecond: number;
@@ -58,8 +71,10 @@ export interface Row {
   readonly vsOneProcess: number;
   /** decode tokens/s ÷ the fp32 one process's. */
   readonly vsFp32: number;
-  /** decode tokens/s ÷ transformers.js's with the same thread spinning. */
+  /** decode tokens/s ÷ transformers.js's with the same thread spinning (fp32 rows). */
   readonly vsTransformers: number;
+  /** meshnet rows: decode tokens/s ÷ llama.cpp's on the counterpart GGUF type (fp32 ↔ F32, q8 ↔ Q8_0, q4 ↔ Q4_0). */
+  readonly vsLlamaCpp?: number;
   /** decode tokens/s ÷ (bandwidth ÷ weight bytes per token). */
   readonly fractionOfLimit: number;
   /** Pipelines: (ms/token − one process's ms/token) ÷ hops. */
@@ -99,6 +114,8 @@ export interface BenchReport {
   readonly linkDelayMs?: number;
   readonly machine: Record<string, string | number>;
   readonly bandwidth: { readonly oneStream: number; readonly allStreams: number; readonly streams: number };
+  readonly llamaCpp: { readonly version: string; readonly status: 'measured' | 'skipped'; readonly reason?: string };
+  readonly meshnetWeights: { readonly available: readonly MeshnetWeights[]; readonly unavailable: readonly { readonly weights: MeshnetWeights; readonly reason: string }[] };
   readonly models: readonly (ModelReport & { readonly weightBytesPerToken: number; readonly limitTokensPerSecond: number; readonly rows: readonly Row[] })[];
   readonly targets: readonly Target[];
 }
@@ -122,40 +139,48 @@ function layerBytes(model: ModelReport, range: [number, number]): number {
   }, 0);
 }
 
-/** meshnet's weight format of a configuration (transformers.js: the checkpoint's fp32). */
-const weightsOf = (spec: MeasureSpec): string => (spec.kind === 'transformers' ? 'fp32' : (spec.weights ?? 'fp32'));
-const sameWeights = (a: MeasureSpec, b: MeasureSpec) => weightsOf(a) === weightsOf(b) && a.accuracyLevel === b.accuracyLevel;
+const weightsOf = (spec: MeasureSpec): MeshnetWeights | GgufWeights => (spec.kind === 'llama-cpp' ? spec.ggufWeights : spec.kind === 'transformers' ? 'fp32' : (spec.weights ?? 'fp32'));
 
 export const rowLabel = (spec: MeasureSpec) => {
-  const weights = weightsOf(spec) === 'fp32' ? '' : `, ${spec.weights}${spec.accuracyLevel !== undefined ? ` level ${spec.accuracyLevel}` : ''}`;
+  if (spec.kind === 'llama-cpp') return `llama.cpp ${spec.ggufWeights}`;
+  const level = spec.accuracyLevel !== undefined ? ` level ${spec.accuracyLevel}` : '';
+  const weights = spec.kind === 'transformers' || (spec.weights ?? 'fp32') === 'fp32' ? '' : `, ${spec.weights}${level}`;
   return spec.kind === 'pipeline'
     ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? `, +${spec.linkDelayMs} ms RTT` : ''}${weights}`
     : `${spec.kind === 'one-process' ? 'meshnet, one process' : 'transformers.js'}${spec.spinning ? ', spinning' : ''}${weights}`;
 };
 
-/** The one-process fp32 row with spinning off: every ratio's baseline. */
-const isBaseline = (r: MeasureResult) => r.spec.kind === 'one-process' && !r.spec.spinning && weightsOf(r.spec) === 'fp32';
+/** The one-process meshnet fp32 row with spinning off: every ratio's baseline. */
+const isBaseline = (r: MeasureResult) => r.spec.kind === 'one-process' && !r.spec.spinning && (r.spec.weights ?? 'fp32') === 'fp32';
+
+/** A row in this weight format and accuracy level (meshnet rows). */
+const sameWeights = (a: MeasureSpec, b: MeasureSpec) => weightsOf(a) === weightsOf(b) && a.accuracyLevel === b.accuracyLevel;
 
 function rows(model: ModelReport, limit: number): Row[] {
   const one = model.results.find(isBaseline);
-  // Same tokens: against the one-process run in the same weight format.
+  // Pipelines and same tokens: against the one process in the same weight format.
   const oneLike = (spec: MeasureSpec) => model.results.find((r) => r.spec.kind === 'one-process' && !r.spec.spinning && sameWeights(r.spec, spec));
+  const llama = (weights: GgufWeights) => model.results.find((r) => r.spec.kind === 'llama-cpp' && r.spec.ggufWeights === weights);
   // Against transformers.js with the same thread spinning.
   const tjs = (spinning: boolean) => model.results.find((r) => r.spec.kind === 'transformers' && r.spec.spinning === spinning);
   const all = model.tensors.reduce((sum, t) => sum + t.bytes, 0);
+  const fp32PerToken = weightBytesPerToken(model);
   return model.results.map((r) => {
     const tps = r.decodeTokensPerSecond;
     const hops = r.hops.length;
     const decodeFrames = r.hops.reduce((s, h) => s + h.decodeFrames, 0);
-    // Layer bytes of a peer: packed bytes in its format (the artifacts'), else the checkpoint's fp32.
-    const peerLayerBytes = (range: [number, number]) => (r.packed && weightsOf(r.spec) !== 'fp32' ? (range[1] - range[0]) * r.packed.bytesPerLayer : layerBytes(model, range));
-    // Pipelines and same-token checks: against the one process in the same weight format.
-    const reference = oneLike(r.spec);
-    const same = r.spec.kind === 'pipeline' ? reference : one;
+    const weights = weightsOf(r.spec);
+    const meshnet = r.spec.kind === 'one-process' || r.spec.kind === 'pipeline';
+    const counterpart = meshnet && r.spec.accuracyLevel === undefined ? llama(LLAMA_CPP_COUNTERPART[weights as MeshnetWeights]) : undefined;
+    const same = r.spec.kind === 'pipeline' ? oneLike(r.spec) : one;
+    // A peer's layer bytes: packed in the row's compact format (the artifacts'), else the checkpoint's fp32.
+    const compact = r.packed && weights !== 'fp32' ? r.packed : undefined;
+    const peerLayerBytes = (range: [number, number]) => (compact ? (range[1] - range[0]) * compact.bytesPerLayer : layerBytes(model, range));
     return {
       label: rowLabel(r.spec),
       kind: r.spec.kind,
-      weights: weightsOf(r.spec),
+      weights,
+      ...(r.spec.accuracyLevel !== undefined ? { accuracyLevel: r.spec.accuracyLevel } : {}),
       ...(r.packed ? { packedBytesPerLayer: r.packed.bytesPerLayer } : {}),
       spinning: r.spec.spinning,
       meanDecodeTokensPerSecond: r.meanDecodeTokensPerSecond,
@@ -171,9 +196,10 @@ function rows(model: ModelReport, limit: number): Row[] {
       loadMs: r.loadMs,
       vsOneProcess: same ? tps / same.decodeTokensPerSecond : NaN,
       vsFp32: one ? tps / one.decodeTokensPerSecond : NaN,
-      vsTransformers: weightsOf(r.spec) === 'fp32' ? tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN) : NaN,
-      // Against bandwidth ÷ the bytes this row's weights make a decode step read (packed, for the compact formats).
-      fractionOfLimit: r.packed && weightsOf(r.spec) !== 'fp32' ? (tps * (model.config.numLayers * r.packed.bytesPerLayer + r.packed.lmHeadBytes)) / (limit * weightBytesPerToken(model)) : tps / limit,
+      vsTransformers: weights === 'fp32' && r.spec.kind !== 'llama-cpp' ? tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN) : NaN,
+      ...(counterpart ? { vsLlamaCpp: tps / counterpart.decodeTokensPerSecond } : {}),
+      // Against the bandwidth limit of the bytes this configuration reads (a GGUF's, or the fp32 checkpoint's).
+      fractionOfLimit: tps / (r.weightBytesPerToken ? (limit * fp32PerToken) / r.weightBytesPerToken : limit),
       ...(r.spec.kind === 'pipeline' && same && hops > 0
         ? {
             addedMsPerHopPerToken: (1000 / tps - 1000 / same.decodeTokensPerSecond) / hops,
@@ -194,11 +220,12 @@ function rows(model: ModelReport, limit: number): Row[] {
         {
           process: r.spec.kind === 'pipeline' ? 'head' : 'process',
           bytes: r.peakRssBytes,
-          ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: r.packed && weightsOf(r.spec) !== 'fp32' ? model.config.numLayers * r.packed.bytesPerLayer + r.packed.headBytes : all }),
+          ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: r.spec.kind === 'llama-cpp' ? undefined : compact ? model.config.numLayers * compact.bytesPerLayer + compact.headBytes : all }),
         },
         ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? peerLayerBytes(p.range) : undefined })),
       ],
-      sameTokens: reference ? JSON.stringify(r.short.tokenIds) === JSON.stringify(reference.short.tokenIds) : true,
+      // meshnet rows: the one process of the same format (a compact format's tokens may differ from fp32's).
+      sameTokens: (meshnet ? oneLike(r.spec) : one) ? JSON.stringify(r.short.tokenIds) === JSON.stringify((meshnet ? oneLike(r.spec) : one)!.short.tokenIds) : true,
     };
   });
 }
@@ -226,22 +253,32 @@ function targets(models: BenchReport['models']): Target[] {
       out.push({ target: `${model.name}: one-process meshnet ≥ transformers.js (decode tokens/s, ${how})`, measured: `${one.vsTransformers.toFixed(2)}×`, met: one.vsTransformers >= 1 });
     }
   }
+  // Against llama.cpp on the same weights and threads (issue #12), one process, decode tokens/s.
+  for (const [weights, minimum] of [['q4', 0.8], ['q8', 0.8]] as const) {
+    const counterpart = LLAMA_CPP_COUNTERPART[weights];
+    const ours = smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && r.accuracyLevel === undefined);
+    const theirs = smol.rows.find((r) => r.kind === 'llama-cpp' && r.weights === counterpart);
+    const why = (label: string) => smol.unavailable.find((u) => u.label === label)?.reason ?? 'not measured';
+    const target = `${smol.name}: meshnet ${weights} ≥ ${minimum}× llama.cpp ${counterpart} (decode tokens/s, one process, same threads)`;
+    if (ours && theirs) {
+      const ratio = ours.decodeTokensPerSecond / theirs.decodeTokensPerSecond;
+      out.push({ target, measured: `${ratio.toFixed(2)}× (${ours.decodeTokensPerSecond.toFixed(1)} / ${theirs.decodeTokensPerSecond.toFixed(1)} tok/s)`, met: ratio >= minimum });
+    } else {
+      const missing = [...(ours ? [] : [`meshnet ${weights}: ${why(`meshnet, one process, ${weights}`)}`]), ...(theirs ? [] : [`llama.cpp ${counterpart}: ${why(`llama.cpp ${counterpart}`)}`])];
+      out.push({ target, measured: missing.join('; '), met: false });
+    }
+  }
   // Compact weights (issue #12), meshnet's side: q4 speed in one process, q4 peers' memory.
-  const oneOf = (weights: string) => smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && !r.label.includes('level'));
+  const oneOf = (weights: string) => smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && r.accuracyLevel === undefined);
   const fp32One = oneOf('fp32');
   const q4One = oneOf('q4');
   if (fp32One && q4One) {
     const ratio = q4One.decodeTokensPerSecond / fp32One.decodeTokensPerSecond;
-    out.push({
-      target: `${smol.name}: q4 one-process decode tokens/s ≥ 3× fp32`,
-      measured: `${ratio.toFixed(2)}× (${q4One.decodeTokensPerSecond.toFixed(1)} vs ${fp32One.decodeTokensPerSecond.toFixed(1)} tok/s)`,
-      met: ratio >= 3,
-    });
+    out.push({ target: `${smol.name}: q4 one-process decode tokens/s ≥ 3× fp32`, measured: `${ratio.toFixed(2)}× (${q4One.decodeTokensPerSecond.toFixed(1)} vs ${fp32One.decodeTokensPerSecond.toFixed(1)} tok/s)`, met: ratio >= 3 });
   }
   // A peer's RSS growth over the same peer holding (almost) nothing: the same 2-peer relay
   // pipeline's peers serving stories260k (fp32, about 0.5 MiB of layers each).
-  const stories = models.find((m) => m.name === 'stories260k');
-  const idle = stories?.rows.find((r) => r.kind === 'pipeline' && r.label === '2 peers, relay');
+  const idle = models.find((m) => m.name === 'stories260k')?.rows.find((r) => r.kind === 'pipeline' && r.label === '2 peers, relay');
   const q4Peers = smol.rows.find((r) => loopback(r) && r.weights === 'q4' && r.label.startsWith('2 peers, relay'));
   if (idle && q4Peers) {
     const peers = q4Peers.peakRss.filter((p) => p.layerBytes !== undefined && p.process !== 'head');

@@ -1,14 +1,17 @@
 /**
- * `npm run bench [-- --quick] [--link-delay-ms N] [--cold] [--rounds N] [--threads N] [--decode-tokens N]`: meshnet against
- * transformers.js and against the machine's memory bandwidth, in one run.
+ * `npm run bench [-- --quick] [--link-delay-ms N] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp]`:
+ * meshnet against transformers.js, llama.cpp and the machine's memory bandwidth, in one run.
  *
  * Models: ../shared/models/stories260k and a generated SmolLM2-135M-shaped fp32 checkpoint.
- * Configurations (each in its own process, see bench/measure.ts): meshnet in one process;
- * pipelines of 2 and 3 local peer processes over relay and direct links (quick: 2 over
- * relay); transformers.js generate() on the same weights exported by
- * bench/export-transformers.ts. Writes bench/results/<timestamp>.json and .md, and
- * bench/results/latest.md. Caches (generated checkpoint, exports, meshnet artifacts) live in
- * bench/.cache; `--cold` empties it first.
+ * Configurations (each in its own process, see bench/measure.ts): meshnet in one process,
+ * once per weight format this build serves (bench/meshnet-weights.ts; the others are listed
+ * as not available); pipelines of 2 and 3 local peer processes over relay and direct links
+ * (quick: 2 over relay); transformers.js generate() on the same weights exported by
+ * bench/export-transformers.ts; llama.cpp (node-llama-cpp, installed on first use into
+ * bench/.llama-cpp, see bench/llama-cpp/install.ts) on GGUF files of the same weights in
+ * F32, Q8_0 and Q4_0 (bench/gguf), with the same thread count. Writes
+ * bench/results/<timestamp>.json and .md, and bench/results/latest.md. Caches (generated
+ * checkpoint, exports, GGUFs, meshnet artifacts) live in bench/.cache; `--cold` empties it first.
  */
 import { spawn } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -19,8 +22,12 @@ import { openLocalModel } from '../src/node/local-model.ts';
 import type { BandwidthSample } from './bandwidth.ts';
 import { exportForTransformers } from './export-transformers.ts';
 import { generateCheckpoint } from './generate-checkpoint.ts';
+import type { GgufWeights } from './gguf/llama-gguf.ts';
+import { cachedGguf, type CachedGguf } from './llama-cpp/gguf-cache.ts';
+import { ensureNodeLlamaCpp, NODE_LLAMA_CPP_VERSION, type LlamaCppInstall } from './llama-cpp/install.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
-import { bestOf, rowLabel, summarize, type BenchReport, type ModelReport } from './report.ts';
+import { meshnetWeightsInThisBuild } from './meshnet-weights.ts';
+import { bestOf, rowLabel, summarize, type BenchReport, type ModelReport, type UnavailableRow } from './report.ts';
 import { renderMarkdown } from './report-markdown.ts';
 
 const BENCH = import.meta.dirname;
@@ -35,8 +42,11 @@ const { values } = parseArgs({
     'decode-tokens': { type: 'string' },
     threads: { type: 'string' },
     rounds: { type: 'string' },
+    'skip-llama-cpp': { type: 'boolean', default: false },
   },
 });
+/** The llama.cpp types measured beside meshnet (the writer also does F16). */
+const LLAMA_CPP_TYPES: readonly GgufWeights[] = ['F32', 'Q8_0', 'Q4_0'];
 const quick = values.quick!;
 const threads = Number(values.threads ?? Math.max(1, os.availableParallelism()));
 const linkDelayMs = values['link-delay-ms'] === undefined ? undefined : Number(values['link-delay-ms']);
@@ -70,25 +80,27 @@ async function measureBandwidth(): Promise<{ oneStream: number; allStreams: numb
   return { oneStream, allStreams: Math.max(allStreams, oneStream), streams };
 }
 
-/** meshnet's compact formats, each in one process and over 2 relay peers (q4 also at the exact accuracy level, one process). */
-const FORMAT_ROWS: readonly Pick<MeasureSpec, 'weights' | 'accuracyLevel'>[] = [{ weights: 'fp16' }, { weights: 'q8' }, { weights: 'q4' }];
-
-function configurations(model: string, exportDir: string, longPrompt: number, formats: boolean): MeasureSpec[] {
+function configurations(model: string, exportDir: string, longPrompt: number, ggufs: readonly CachedGguf[], llama: { dir: string; vocabSize: number; contextSize: number } | undefined, compact: boolean): MeasureSpec[] {
   // Spinning off is meshnet's setting everywhere (peers share the cores); transformers.js
   // leaves onnxruntime's default (on). Both engines run both ways, so each ratio compares
   // like with like.
   const common = { model, threads, decodeTokens, longPrompt, repeats, spinning: false };
   const specs: MeasureSpec[] = [{ ...common, kind: 'one-process' }, { ...common, kind: 'one-process', spinning: true }];
+  for (const weights of meshnetWeights.available) if (weights !== 'fp32') specs.push({ ...common, kind: 'one-process', weights });
   const pipelines: [number, 'relay' | 'direct'][] = quick ? [[2, 'relay']] : [[2, 'relay'], [2, 'direct'], [3, 'relay'], [3, 'direct']];
   for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs: 0 });
   if (linkDelayMs !== undefined) {
     for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs });
   }
   specs.push({ ...common, kind: 'transformers', exportDir, spinning: true }, { ...common, kind: 'transformers', exportDir });
-  if (formats) {
-    for (const format of FORMAT_ROWS) specs.push({ ...common, kind: 'one-process', ...format });
-    specs.push({ ...common, kind: 'one-process', weights: 'q4', accuracyLevel: 0 });
-    for (const format of FORMAT_ROWS) specs.push({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, ...format });
+  if (compact) {
+    // The compact formats' other rows (issue #12): q4 at the exact accuracy level in one
+    // process, and each format over 2 relay peers (their RSS against stories260k's fp32 peers).
+    if (meshnetWeights.available.includes('q4')) specs.push({ ...common, kind: 'one-process', weights: 'q4', accuracyLevel: 0 });
+    for (const weights of meshnetWeights.available) if (weights !== 'fp32') specs.push({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights });
+  }
+  if (llama) {
+    for (const gguf of ggufs) specs.push({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken });
   }
   return specs;
 }
@@ -102,26 +114,70 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
   const exportStart = performance.now();
   await exportForTransformers(dir, exportDir, model.checkpoint);
   log(`${name}: exported for transformers.js in ${((performance.now() - exportStart) / 1000).toFixed(1)} s`);
+  const ggufs: CachedGguf[] = [];
+  if (llamaCpp.ok) {
+    for (const weights of LLAMA_CPP_TYPES) {
+      const ggufStart = performance.now();
+      const gguf = await cachedGguf(CACHE, name, dir, weights);
+      ggufs.push(gguf);
+      if (gguf.written) log(`${name}: wrote ${path.basename(gguf.path)} (${(gguf.fileBytes / 2 ** 20).toFixed(1)} MiB) in ${((performance.now() - ggufStart) / 1000).toFixed(1)} s${gguf.fallbacks.length ? `; F16 where rows are not whole blocks: ${gguf.fallbacks.join(', ')}` : ''}`);
+    }
+  }
+  // The longest request, plus slack; llama.cpp rounds the context up to a multiple of 256.
+  const contextSize = Math.min(config.maxPositionEmbeddings, Math.max(longPrompt + 1, 32 + decodeTokens) + 8);
+  const llama = llamaCpp.ok ? { dir: llamaCpp.dir, vocabSize: config.vocabSize, contextSize } : undefined;
   // Rounds: every configuration once per round, so a burst of other work on a shared
   // machine hits one round of a configuration, not all of it. Each figure keeps its best round.
-  // The compact formats on the SmolLM2-shaped model (stories260k's fp32 peers are the RSS baseline).
-  const specs = configurations(dir, exportDir, longPrompt, name !== 'stories260k');
+  const specs = configurations(dir, exportDir, longPrompt, ggufs, llama, name !== 'stories260k');
   const rounds: MeasureResult[][] = specs.map(() => []);
+  const unavailable: UnavailableRow[] = meshnetWeights.unavailable.map((u) => ({ label: rowLabel({ kind: 'one-process', weights: u.weights } as MeasureSpec), reason: u.reason }));
+  if (!llamaCpp.ok) for (const weights of LLAMA_CPP_TYPES) unavailable.push({ label: `llama.cpp ${weights}`, reason: `skipped: ${llamaCpp.reason}` });
+  const failed = new Set<number>();
   for (let round = 0; round < repeats; round++) {
     for (const [i, spec] of specs.entries()) {
+      if (failed.has(i)) continue;
       const started = performance.now();
-      const result = JSON.parse(await runChild('measure.ts', [JSON.stringify({ ...spec, repeats: 1 })])) as MeasureResult;
-      log(`${name} round ${round + 1}: ${rowLabel(spec)}: ${result.decodeTokensPerSecond.toFixed(1)} tokens/s, TTFT ${result.short.ttftMs.toFixed(0)} / ${result.long.ttftMs.toFixed(0)} ms, load ${os.loadavg()[0].toFixed(1)} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+      const script = spec.kind === 'llama-cpp' ? 'llama-cpp/measure-llama.ts' : 'measure.ts';
+      let result: MeasureResult;
+      try {
+        result = JSON.parse(await runChild(script, [JSON.stringify({ ...spec, repeats: 1 })])) as MeasureResult;
+      } catch (error) {
+        // Only the compact formats and llama.cpp may fail without failing the bench: a row of
+        // what this machine or build cannot run, not a crash. meshnet fp32 and transformers.js must run.
+        const optional = spec.kind === 'llama-cpp' || ((spec.kind === 'one-process' || spec.kind === 'pipeline') && (spec.weights ?? 'fp32') !== 'fp32');
+        if (!optional) throw error;
+        log(`${name} round ${round + 1}: ${rowLabel(spec)} failed: ${(error as Error).message}`);
+        unavailable.push({ label: rowLabel(spec), reason: `failed: ${(error as Error).message}` });
+        failed.add(i);
+        continue;
+      }
+      log(`${name} round ${round + 1}: ${rowLabel(spec)}: ${result.decodeTokensPerSecond.toFixed(1)} tokens/s, TTFT ${result.short.ttftMs.toFixed(0)} / ${result.long.ttftMs.toFixed(0)} ms, peak RSS ${(result.peakRssBytes / 2 ** 20).toFixed(0)} MiB, load ${os.loadavg()[0].toFixed(1)} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
       rounds[i].push(result);
     }
   }
-  const results = rounds.map((r) => bestOf(r));
-  return { name, directory: dir, config, tensors: [...model.checkpoint.tensors].map(([tensorName, t]) => ({ name: tensorName, bytes: t.shape.reduce((a, b) => a * b, 1) * 4 })), longPrompt, results };
+  const results = rounds.filter((r, i) => !failed.has(i) && r.length > 0).map((r) => bestOf(r));
+  return {
+    name,
+    directory: dir,
+    config,
+    tensors: [...model.checkpoint.tensors].map(([tensorName, t]) => ({ name: tensorName, bytes: t.shape.reduce((a, b) => a * b, 1) * 4 })),
+    longPrompt,
+    results,
+    unavailable,
+    ggufs: ggufs.map((g) => ({ weights: g.weights, fileBytes: g.fileBytes, weightBytesPerToken: g.weightBytesPerToken, fallbacks: g.fallbacks })),
+  };
 }
 
 const started = performance.now();
 if (values.cold) await rm(CACHE, { recursive: true, force: true });
 log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens, ${repeats} rounds${linkDelayMs !== undefined ? `, link delay ${linkDelayMs} ms RTT` : ''}`);
+const meshnetWeights = meshnetWeightsInThisBuild();
+log(`meshnet weight formats: ${meshnetWeights.available.join(', ')}${meshnetWeights.unavailable.length ? `; ${meshnetWeights.unavailable.map((u) => `${u.weights} ${u.reason}`).join('; ')}` : ''}`);
+const llamaCpp: LlamaCppInstall = values['skip-llama-cpp']
+  ? { ok: false, dir: '', reason: '--skip-llama-cpp' }
+  : await ensureNodeLlamaCpp(undefined, log);
+if (!llamaCpp.ok) log(`llama.cpp rows skipped: ${llamaCpp.reason}`);
+else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relative(process.cwd(), llamaCpp.dir) || llamaCpp.dir}, prebuilt CPU binary, ${threads} threads`);
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);
 const smolDir = await generateCheckpoint(path.join(CACHE, 'smollm2-135m-shaped'));
@@ -139,6 +195,8 @@ const report: BenchReport = summarize({
   linkDelayMs,
   machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '', totalMemoryBytes: os.totalmem(), node: process.version, platform: `${os.platform()} ${os.release()}` },
   bandwidth,
+  llamaCpp: llamaCpp.ok ? { version: NODE_LLAMA_CPP_VERSION, status: 'measured' } : { version: NODE_LLAMA_CPP_VERSION, status: 'skipped', reason: llamaCpp.reason },
+  meshnetWeights,
   models,
 });
 const results = path.join(BENCH, 'results');

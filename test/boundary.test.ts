@@ -3,6 +3,9 @@
  * they import no Node built-ins, no onnxruntime runtime package, no server framework and
  * no crossws adapter. Runtimes are injected through seams instead (DESIGN.md).
  *
+ * Folders also depend one way (the direction table below: no cycles between folders), the
+ * OpenAI edge imports no package at all, and the route's pure decisions import only types.
+ *
  * Imports are found with the TypeScript parser (not regular expressions), so multi-line
  * imports, re-exports, dynamic `import()`, `require()` and `import('x').T` types all count.
  */
@@ -91,6 +94,98 @@ function tsFiles(directory: string): string[] {
   });
 }
 
+/** Every `.ts` file's imports (relative ones resolved to repository paths), with their kind. */
+interface ImportEdge {
+  readonly file: string; // repository-relative
+  readonly line: number;
+  readonly specifier: string;
+  readonly target?: string; // repository-relative path, for relative specifiers
+  readonly typeOnly: boolean;
+}
+
+function importsOf(file: string, source: string): ImportEdge[] {
+  const sf = ts.createSourceFile(file, source, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const edges: ImportEdge[] = [];
+  const add = (node: ts.Node, literal: ts.Expression | undefined, typeOnly: boolean) => {
+    if (!literal || !ts.isStringLiteralLike(literal)) return;
+    const specifier = literal.text;
+    const target = specifier.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier)) : undefined;
+    edges.push({ file, line: sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1, specifier, target, typeOnly });
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node)) add(node, node.moduleSpecifier, node.importClause?.isTypeOnly === true);
+    else if (ts.isExportDeclaration(node)) add(node, node.moduleSpecifier, node.isTypeOnly);
+    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node, node.argument.literal as ts.Expression, true);
+    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) add(node, node.arguments[0], false);
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return edges;
+}
+
+/** Node-only globals used as values (`process.env`, `Buffer.from`, `require(…)`), with their line. */
+function nodeGlobals(file: string, source: string): string[] {
+  const sf = ts.createSourceFile(file, source, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    const used = ts.isPropertyAccessExpression(node) ? node.expression : ts.isCallExpression(node) ? node.expression : undefined;
+    if (used && ts.isIdentifier(used) && ['process', 'Buffer', 'require', '__dirname', '__filename'].includes(used.text)) {
+      found.push(`${file}:${sf.getLineAndCharacterOfPosition(used.getStart(sf)).line + 1} uses ${used.text}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return found;
+}
+
+/**
+ * The folder a file belongs to for the direction rules: a subfolder of src/core or src/node,
+ * their root files as `src/core` / `src/node`, and src/shared, src/browser, apps/dashboard whole.
+ */
+function folderOf(file: string): string {
+  const parts = file.split('/');
+  if (parts[0] === 'apps') return 'apps/dashboard';
+  if (parts[1] === 'shared' || parts[1] === 'browser') return `src/${parts[1]}`;
+  return parts.length > 3 ? parts.slice(0, 3).join('/') : parts.slice(0, 2).join('/');
+}
+
+const CORE = ['src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime', 'src/core/peer', 'src/core/route', 'src/core'];
+const BELOW_NODE = ['src/shared', ...CORE];
+
+/**
+ * Which folders each folder may import (DESIGN.md: shared ← core ← node | browser; the
+ * dashboard reads only shared). Inside core: model and sampling are the bottom, frames and
+ * runtime build on model, peer on those, route on everything. A new folder must be placed here.
+ */
+const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  'src/shared': [],
+  'src/core/model': ['src/shared'],
+  'src/core/sampling': [],
+  'src/core/frames': ['src/shared', 'src/core/model'],
+  'src/core/runtime': ['src/shared', 'src/core/model'],
+  'src/core/peer': ['src/shared', 'src/core/model', 'src/core/frames', 'src/core/runtime'],
+  'src/core/route': ['src/shared', 'src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime', 'src/core/peer'],
+  'src/core': ['src/shared', ...CORE.slice(0, -1)],
+  'src/browser': BELOW_NODE,
+  'src/node': BELOW_NODE, // files shared by the node folders (model loading, artifact cache, ORT)
+  'src/node/net': BELOW_NODE,
+  'src/node/metrics': BELOW_NODE,
+  'src/node/openai': BELOW_NODE,
+  'src/node/models': [...BELOW_NODE, 'src/node'],
+  'src/node/peer': [...BELOW_NODE, 'src/node', 'src/node/net'],
+  'src/node/head': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/peer'],
+  'src/node/http': [...BELOW_NODE, 'src/node', 'src/node/head', 'src/node/metrics', 'src/node/openai'],
+  'src/node/serve': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http'],
+  'src/node/cli': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http', 'src/node/serve'],
+  'apps/dashboard': ['src/shared'],
+};
+
+/** Route decisions that are pure functions over plain data: only sibling values, type imports otherwise. */
+const PURE_DECISIONS = ['assign-layers.ts', 'plan-route.ts', 'plan-error.ts', 'backoff.ts', 'hop-history.ts', 'hop-latency.ts', 'head-layers.ts'].map((f) => `src/core/route/${f}`);
+
+const ALL_FILES = ['src', 'apps/dashboard/src'].flatMap((dir) => tsFiles(path.join(ROOT, dir))).map((f) => path.relative(ROOT, f).split(path.sep).join('/'));
+const EDGES = ALL_FILES.flatMap((file) => importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')));
+
 describe('core and shared import no runtime-specific modules', () => {
   it('every file under src/core and src/shared', () => {
     const files = SCANNED.flatMap((dir) => tsFiles(path.join(ROOT, dir)));
@@ -98,6 +193,66 @@ describe('core and shared import no runtime-specific modules', () => {
     const violations = files.flatMap((file) => findViolations(path.relative(ROOT, file), readFileSync(file, 'utf8')));
     const report = violations.map((v) => `${v.file}:${v.line} imports '${v.specifier}': ${v.reason}`);
     expect(report, `forbidden imports:\n${report.join('\n')}`).toEqual([]);
+  });
+
+  it('and use no Node-only globals (process, Buffer, require)', () => {
+    const files = ALL_FILES.filter((f) => SCANNED.some((dir) => f.startsWith(`${dir}/`)));
+    expect(files.flatMap((file) => nodeGlobals(file, readFileSync(path.join(ROOT, file), 'utf8')))).toEqual([]);
+  });
+});
+
+describe('folders depend one way', () => {
+  it('every import between folders follows the direction table', () => {
+    expect(EDGES.length).toBeGreaterThan(200);
+    const report: string[] = [];
+    for (const edge of EDGES) {
+      if (!edge.target) continue;
+      const from = folderOf(edge.file);
+      const to = folderOf(edge.target);
+      if (from === to) continue;
+      if (!(from in ALLOWED)) report.push(`${edge.file}: folder ${from} is not in the direction table`);
+      else if (!ALLOWED[from].includes(to)) report.push(`${edge.file}:${edge.line} imports ${edge.specifier}: ${from} may not depend on ${to}`);
+    }
+    expect(report, report.join('\n')).toEqual([]);
+  });
+
+  it('the direction table has no cycle (so no folder cycle can pass it)', () => {
+    const state = new Map<string, 'visiting' | 'done'>();
+    const cycle: string[] = [];
+    const visit = (folder: string, trail: string[]): void => {
+      if (state.get(folder) === 'done') return;
+      if (state.get(folder) === 'visiting') {
+        cycle.push([...trail, folder].join(' → '));
+        return;
+      }
+      state.set(folder, 'visiting');
+      for (const next of ALLOWED[folder] ?? []) visit(next, [...trail, folder]);
+      state.set(folder, 'done');
+    };
+    for (const folder of Object.keys(ALLOWED)) visit(folder, []);
+    expect(cycle).toEqual([]);
+    for (const targets of Object.values(ALLOWED)) for (const target of targets) expect(ALLOWED).toHaveProperty([target]);
+  });
+
+  it('src/node/openai is pure translation: relative imports only (no server framework, no Node built-ins)', () => {
+    const packages = EDGES.filter((e) => folderOf(e.file) === 'src/node/openai' && !e.target).map((e) => `${e.file}:${e.line} imports ${e.specifier}`);
+    expect(packages).toEqual([]);
+  });
+
+  it('route planning, back-off, deadlines and history are pure: sibling values, types otherwise', () => {
+    const report = EDGES.filter((e) => PURE_DECISIONS.includes(e.file) && !e.typeOnly && !(e.target && path.posix.dirname(e.target) === 'src/core/route')).map(
+      (e) => `${e.file}:${e.line} imports ${e.specifier}`,
+    );
+    expect(report).toEqual([]);
+  });
+
+  it('the folder of a file', () => {
+    expect(folderOf('src/core/route/mesh.ts')).toBe('src/core/route');
+    expect(folderOf('src/core/index.ts')).toBe('src/core');
+    expect(folderOf('src/node/local-model.ts')).toBe('src/node');
+    expect(folderOf('src/node/http/respond.ts')).toBe('src/node/http');
+    expect(folderOf('src/shared/control.ts')).toBe('src/shared');
+    expect(folderOf('apps/dashboard/src/main.ts')).toBe('apps/dashboard');
   });
 });
 

@@ -8,6 +8,7 @@ import { checkAssignedWeights, type ShardLoader } from '../core/peer/shard-peer.
 import { createShardExecutor } from '../core/runtime/ort-loader.ts';
 import type { ShardExecutor } from '../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../shared/control.ts';
+import { ARTIFACT_TOKEN_HEADER } from '../shared/protocol.ts';
 import { browserLoaderOptions } from './ort-web-runtime.ts';
 
 export interface FetchLoaderOptions {
@@ -41,7 +42,7 @@ async function download(url: URL, headers: Record<string, string>, onProgress?: 
 }
 
 export function fetchShardLoader(options: FetchLoaderOptions): ShardLoader {
-  const headers: Record<string, string> = options.joinToken ? { 'x-meshnet-token': options.joinToken } : {};
+  const headers: Record<string, string> = options.joinToken ? { [ARTIFACT_TOKEN_HEADER]: options.joinToken } : {};
   return {
     async load(assign: AssignMessage): Promise<ShardExecutor> {
       const base = new URL(assign.artifactUrl, options.origin);
@@ -49,8 +50,9 @@ export function fetchShardLoader(options: FetchLoaderOptions): ShardLoader {
       const manifestBytes = await download(file('manifest.json'), headers);
       const manifest = parseShardManifest(JSON.parse(new TextDecoder().decode(manifestBytes)), 'manifest.json');
       const { part } = manifest;
-      if (part.kind !== 'layers' || part.range.start !== assign.range.start || part.range.end !== assign.range.end || manifest.modelKey !== assign.modelKey) {
-        throw new Error(`the head sent the artifact of another part for layers [${assign.range.start}, ${assign.range.end})`);
+      // The same checks as the Node peer's loader (src/node/peer/http-shard-loader.ts).
+      if (manifest.modelKey !== assign.modelKey || manifest.dtype !== assign.dtype || part.kind !== 'layers' || part.range.start !== assign.range.start || part.range.end !== assign.range.end) {
+        throw new Error(`the head sent the artifact of another part (${JSON.stringify(part)}, ${manifest.dtype}) for layers [${assign.range.start}, ${assign.range.end}) in ${assign.dtype}`);
       }
       checkAssignedWeights(assign, manifest.weights, 'the head\'s artifact');
       const graph = await download(file('graph.onnx'), headers, (r, t) => options.onProgress?.('graph.onnx', r, t));

@@ -8,6 +8,10 @@ import * as ort from 'onnxruntime-web/webgpu';
 import { providersFor, type DeviceTable } from '../core/runtime/devices.ts';
 import type { OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { OrtModule } from '../core/runtime/ort-session.ts';
+import { RunQueue } from '../core/runtime/run-queue.ts';
+
+/** The tab's one queue: its executors never call onnxruntime-web concurrently. */
+const TAB_RUN_QUEUE = new RunQueue();
 
 export const BROWSER_DEVICES: DeviceTable = {
   auto: ['webgpu', 'wasm'],
@@ -31,5 +35,6 @@ export function browserLoaderOptions(options: BrowserRuntimeOptions): OrtLoaderO
     ort: ort as unknown as OrtModule,
     providers: providersFor(BROWSER_DEVICES, options.device),
     kvOnGpu: true, // present KV stays in GPU buffers on WebGPU and is fed back as past
+    runQueue: TAB_RUN_QUEUE,
   };
 }

@@ -1,7 +1,7 @@
 /** A ByteSource over a local checkpoint folder, reading weights by offset through a FileHandle. */
 import { open, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { ByteSource } from '../core/runtime/byte-source.ts';
+import type { ByteSource } from '../core/model/byte-source.ts';
 
 /**
  * Opens nothing up front: each `read` opens the file, reads exactly the requested range

@@ -9,7 +9,7 @@ import type { OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { WEIGHTS_FILE } from '../core/runtime/ort-session.ts';
+import { WEIGHTS_FILE } from '../core/model/shard-artifact.ts';
 import { cachedArtifactDirectory } from './artifact-cache.ts';
 import { probeProvider } from './provider-probe.ts';
 

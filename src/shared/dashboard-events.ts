@@ -52,7 +52,8 @@ const peer = shape({
   memoryBudgetBytes: isNumber,
   kvBytes: isNumber,
   kvEntries: isNumber,
-  status: oneOf('joining', 'ready', 'gone'),
+  status: oneOf('joining', 'ready', 'quarantined', 'gone'),
+  'quarantine?': shape({ since: isNumber, until: isNumber, reason: isString, strikes: isNumber }),
   lastHeartbeatAt: isNumber,
   tokensServed: isNumber,
 });

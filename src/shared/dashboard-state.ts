@@ -26,7 +26,16 @@ export interface ModelView {
 }
 
 export type PeerRuntime = 'node' | 'browser' | 'head';
-export type PeerStatus = 'joining' | 'ready' | 'gone';
+/** 'quarantined': a session saw it hang or answer something unusable; not routed until `quarantine.until`. */
+export type PeerStatus = 'joining' | 'ready' | 'quarantined' | 'gone';
+
+export interface PeerQuarantineView {
+  readonly since: number;
+  readonly until: number;
+  readonly reason: string;
+  /** Faults counted: each doubles the time out, up to a bound. */
+  readonly strikes: number;
+}
 
 export interface PeerView {
   readonly id: string;
@@ -43,6 +52,8 @@ export interface PeerView {
   readonly kvBytes: number;
   readonly kvEntries: number;
   readonly status: PeerStatus;
+  /** Present while quarantined. */
+  readonly quarantine?: PeerQuarantineView;
   /** Last stats message (or the join time before any). */
   readonly lastHeartbeatAt: number;
   readonly tokensServed: number;

@@ -89,3 +89,14 @@ export function frameKindFromCode(code: number): FrameKind | undefined {
 export function frameDtypeFromCode(code: number): WireDtype | undefined {
   return (Object.keys(FRAME_DTYPE_CODES) as WireDtype[]).find((dtype) => FRAME_DTYPE_CODES[dtype] === code);
 }
+
+/** The request id in a frame's header (u32), or undefined when `bytes` is too short to hold one. */
+export function frameRequestId(bytes: Uint8Array): number | undefined {
+  if (bytes.byteLength < FRAME_OFFSETS.requestId + 4) return undefined;
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(FRAME_OFFSETS.requestId, true);
+}
+
+/** Write `requestId` (u32) into a frame's header in place: links stamp the frames they carry. */
+export function stampFrameRequestId(bytes: Uint8Array, requestId: number): void {
+  new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).setUint32(FRAME_OFFSETS.requestId, requestId, true);
+}

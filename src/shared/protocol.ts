@@ -94,6 +94,12 @@ export function isSessionId(value: unknown): value is string {
   return typeof value === 'string' && SESSION_ID_PATTERN.test(value);
 }
 
+/**
+ * The HTTP header a peer sends its join token in when it fetches its shard artifact from the
+ * head (`GET /artifacts/…`); `?token=` works too.
+ */
+export const ARTIFACT_TOKEN_HEADER = 'x-meshnet-token';
+
 /** Activation element types on the wire (same names as core's `ActivationDtype`). */
 export type WireDtype = 'fp32' | 'fp16';
 

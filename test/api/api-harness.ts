@@ -178,9 +178,6 @@ export class GatedLink implements PeerLink {
     return this.inner.control(message, signal);
   }
 
-  onMessage(handler: (message: ControlMessage) => void): () => void {
-    return this.inner.onMessage(handler);
-  }
 
   close(reason?: string): Promise<void> {
     this.release();

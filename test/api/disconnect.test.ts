@@ -14,6 +14,7 @@ import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { tempDir } from '../engine/harness.ts';
+import { GateLink } from '../route/peer-doubles.ts';
 import { clientFor, eventually, GatedLink, serveStories } from './api-harness.ts';
 
 let home: { dir: string; remove: () => Promise<void> };
@@ -125,5 +126,46 @@ describe('client disconnect over relay sockets (runPeer peers)', () => {
     const finished = socketServing.store.state.finished[0];
     expect(finished.state).toBe('cancelled');
     expect(finished.completionTokens).toBeLessThan(500);
+  });
+});
+
+describe('--max-sessions 1: a retry right after a disconnect', () => {
+  // The head frees the slot in the abort the disconnect causes (the session table's own test
+  // retries in the same tick). Over HTTP the retry is sent once the head has seen the
+  // disconnect — the hop's releases are held back all along, so a slot that waited for them
+  // would never come free.
+  it('is admitted 20 times out of 20 while the hop holds its releases back', async () => {
+    const one = await serveStories({ headLayers: 'none', maxSessions: 1 });
+    const peer = new ShardPeer({ loader: localShardLoader(one.head.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes: 1 << 30 });
+    // The peer holds its releases back, as a slow hop would: the slot must not wait for them.
+    const gate = new GateLink(new InProcessLink(peer));
+    gate.holdReleases = true;
+    one.head.mesh.addPeer({ id: 'p1', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: gate });
+    const oneClient = clientFor(one);
+    try {
+      let admitted = 0;
+      const freedMs: number[] = [];
+      for (let trial = 0; trial < 20; trial++) {
+        const controller = new AbortController();
+        const stream = await oneClient.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 400, temperature: 0, stream: true }, { signal: controller.signal });
+        let chunks = 0;
+        for await (const _chunk of stream) if (++chunks === 2) controller.abort();
+        const aborted = performance.now();
+        expect(await eventually(() => one.tracker.liveSessions === 0, 2000)).toBe(true);
+        freedMs.push(performance.now() - aborted);
+        const status = await oneClient.completions.create({ model: 'stories260k', prompt: [1], max_tokens: 1, temperature: 0 }).then(
+          () => 200,
+          (error: { status?: number }) => error.status,
+        );
+        if (status === 200) admitted++;
+      }
+      expect(admitted).toBe(20);
+      expect(peer.kvEntries).toBeGreaterThanOrEqual(20); // every release was still held back
+      console.log(`slot free after a disconnect, as the client polls it: ${freedMs.map((ms) => ms.toFixed(0)).join(', ')} ms`);
+    } finally {
+      gate.letReleasesThrough();
+      await one.close();
+      await peer.dispose();
+    }
   });
 });

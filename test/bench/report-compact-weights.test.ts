@@ -22,7 +22,7 @@ const packed = (format: 'fp32' | 'q4', bytesPerLayer: number) => ({ weights: wei
 const hop = (peerId: string) => ({ peerId, frames: 8, sentBytes: 0, receivedBytes: 0, totalMs: 8, decodeFrames: 8, decodeMs: 8, decodeSentBytes: 8 * 2352, decodeReceivedBytes: 8 * 2352, hopMeanMs: 1 });
 
 function model(name: string, results: MeasureResult[]): ModelReport {
-  return { name, directory: name, config, tensors: [{ name: 'model.layers.0.mlp.up_proj.weight', bytes: 14 * MiB }], longPrompt: 16, results };
+  return { name, directory: name, config, tensors: [{ name: 'model.layers.0.mlp.up_proj.weight', bytes: 14 * MiB }], longPrompt: 16, results, unavailable: [], ggufs: [] };
 }
 
 describe('bench report, compact weights', () => {
@@ -40,6 +40,8 @@ describe('bench report, compact weights', () => {
       repeats: 1,
       machine: {},
       bandwidth: { oneStream: 1e10, allStreams: 2e10, streams: 2 },
+      llamaCpp: { version: '—', status: 'skipped', reason: 'not in this test' },
+      meshnetWeights: { available: ['fp32', 'fp16', 'q8', 'q4'], unavailable: [] },
       models: [
         model('stories260k', [result({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0 }, 400, { peers: peers(0), hops: [hop('local-1'), hop('local-2')] })]),
         model('smollm2-135m-shaped', [

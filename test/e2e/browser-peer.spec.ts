@@ -39,6 +39,22 @@ for (const device of ['webgpu', 'wasm'] as const) {
       const hops = serving.store.state.finished[0].hops;
       expect(hops.map((h) => h.peerId)).toHaveLength(1);
       console.log(`per-hop latency through a browser peer on ${device}: ${hops[0].meanMs.toFixed(1)} ms/frame mean, ${hops[0].lastMs} ms last (decode)`);
+
+      // Two streams at once through the one tab: its executor runs one onnxruntime-web call at a time.
+      const prompts = [[1], [1, 401, 461, 378]];
+      const streams = await Promise.all(prompts.map((prompt) => client.completions.create({ model: serving.modelId, prompt, max_tokens: 12, temperature: 0, stream: true })));
+      const texts = await Promise.all(
+        streams.map(async (stream) => {
+          let text = '';
+          for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
+          return text;
+        }),
+      );
+      expect(texts).toEqual(prompts.map((prompt) => oneProcessGreedy(prompt, 12).text));
+      const both = serving.store.state.finished.slice(0, 2);
+      expect(both.map((s) => s.state)).toEqual(['finished', 'finished']);
+      // They overlapped: each started before the other finished (a finished view's last rate point is its end).
+      expect(Math.max(...both.map((s) => s.startedAt))).toBeLessThan(Math.min(...both.map((s) => s.rate.at(-1)!.t)));
     } finally {
       await serving.close();
     }

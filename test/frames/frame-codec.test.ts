@@ -291,3 +291,18 @@ describe('decodeFrame on a Node Buffer from a socket', () => {
     expect(Array.from(decoded.activations.data)).toEqual(Array.from(values));
   });
 });
+
+describe('session ids read from reused buffers', () => {
+  it('every decode gives the id that was written, though the same memory carries other frames in between', () => {
+    const shared = new Uint8Array(4096); // one socket buffer, reused for every message
+    const ids = Array.from({ length: 600 }, () => crypto.randomUUID());
+    for (let round = 0; round < 3; round++) {
+      for (const [i, sessionId] of ids.entries()) {
+        const bytes = encodeFrame({ kind: 'decode', requestId: i, sessionId, startPosition: 1, range: { start: 0, end: 1 }, activations: { dtype: 'fp32', data: new Float32Array(4), tokens: 1, hiddenSize: 4 } });
+        const at = (i * 64) % 1024;
+        shared.set(bytes, at);
+        expect(decodeFrame(shared.subarray(at, at + bytes.byteLength)).sessionId).toBe(sessionId);
+      }
+    }
+  });
+});

@@ -6,7 +6,7 @@ import { headTensorNames, layerTensorNames, requiredTensors } from '../../src/co
 import { openCheckpoint } from '../../src/core/model/checkpoint.ts';
 import { CheckpointError } from '../../src/core/model/checkpoint-error.ts';
 import { parseSafetensorsHeader, writeSafetensors } from '../../src/core/model/safetensors.ts';
-import type { ByteSource } from '../../src/core/runtime/byte-source.ts';
+import type { ByteSource } from '../../src/core/model/byte-source.ts';
 import { createFileByteSource } from '../../src/node/file-byte-source.ts';
 import { TINY_PRESETS, writeTinyCheckpoint, type TinyCheckpointOptions } from '../fixtures/checkpoints.ts';
 

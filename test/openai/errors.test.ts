@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ContextLengthError } from '../../src/core/model/generation-limits.ts';
 import { TokenizerError } from '../../src/core/model/tokenizer-error.ts';
 import { PlanError } from '../../src/core/route/plan-error.ts';
 import { HopFailedError, RouteUnavailableError } from '../../src/core/route/route-errors.ts';
@@ -111,5 +112,26 @@ describe('mapError', () => {
       expect(err.message).toBe('The server had an error while processing your request.');
       expect(err.cause).toBe(e);
     }
+  });
+});
+
+describe('context_length_exceeded (the session layer refuses, the edge words it as OpenAI does)', () => {
+  it('a requested max_tokens that does not fit beside the prompt', () => {
+    const err = mapError(new ContextLengthError(2048, 2000, 100), { promptParam: 'messages' });
+    expect(err.status).toBe(400);
+    expect(err.param).toBe('messages');
+    expect(err.code).toBe('context_length_exceeded');
+    expect(err.message).toBe(
+      "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in the messages, 100 in the completion). Please reduce the length of the messages or completion.",
+    );
+  });
+
+  it('a prompt that fills the context', () => {
+    const err = mapError(new ContextLengthError(2048, 2048));
+    expect(err.param).toBe('prompt');
+    expect(err.code).toBe('context_length_exceeded');
+    expect(err.message).toBe(
+      "This model's maximum context length is 2048 tokens. However, your prompt resulted in 2048 tokens. Please reduce the length of the prompt.",
+    );
   });
 });

@@ -4,7 +4,6 @@ import { ApiError } from '../../src/node/openai/errors.ts';
 import {
   type ChatRequest,
   type CompletionRequest,
-  fitMaxTokens,
   parseChatRequest,
   parseCompletionRequest,
 } from '../../src/node/openai/requests.ts';
@@ -304,35 +303,5 @@ describe('parseCompletionRequest', () => {
     expect(req.sampling).toStrictEqual({ temperature: 0, topP: 1, seed: -3, maxTokens: 16 });
     expect(req.stopStrings).toEqual(['x']);
     expect(req.includeUsage).toBe(true);
-  });
-});
-
-describe('fitMaxTokens', () => {
-  const defaulted = completion({});
-  const asked = chat({ max_tokens: 100 });
-
-  it('cuts the default to the room left in the context', () => {
-    expect(fitMaxTokens(defaulted, 10, 2048)).toBe(512);
-    expect(fitMaxTokens(defaulted, 2000, 2048)).toBe(48);
-  });
-
-  it('keeps a requested value that fits and refuses one that does not', () => {
-    expect(fitMaxTokens(asked, 10, 2048)).toBe(100);
-    const err = refusal(() => fitMaxTokens(asked, 2000, 2048));
-    expect(err.status).toBe(400);
-    expect(err.param).toBe('messages');
-    expect(err.code).toBe('context_length_exceeded');
-    expect(err.message).toBe(
-      "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in the messages, 100 in the completion). Please reduce the length of the messages or completion.",
-    );
-  });
-
-  it('refuses a prompt that fills the context', () => {
-    const err = refusal(() => fitMaxTokens(defaulted, 2048, 2048));
-    expect(err.param).toBe('prompt');
-    expect(err.code).toBe('context_length_exceeded');
-    expect(err.message).toBe(
-      "This model's maximum context length is 2048 tokens. However, your prompt resulted in 2048 tokens. Please reduce the length of the prompt.",
-    );
   });
 });

@@ -19,6 +19,9 @@
  *   (`Response`), over all its members' keys. Schemas used as `allOf` members (or beside
  *   `properties` in a `$ref`) are left open, since their siblings add the other keys.
  *
+ * Extensions meshnet answers with on purpose, as vLLM does, are added to their component
+ * ({@link EXTENSIONS}): `Model.max_model_len` (the context in tokens). Nothing else is.
+ *
  * One schema is added: {@link COMPLETION_STREAM_CHUNK}, because the spec's single
  * `CreateCompletionResponse` ("both the streamed and non-streamed response objects share the
  * same shape") has no null `finish_reason`, which every streamed chunk but the last carries on
@@ -95,6 +98,11 @@ function convert(node: Json, component: string, open: boolean): Json {
 /** `CreateCompletionResponse` whose choices may carry `finish_reason: null` (stream chunks). */
 export const COMPLETION_STREAM_CHUNK = 'MeshnetCompletionStreamChunk';
 
+/** Fields meshnet adds to a component on purpose (vLLM's names), with their schemas. */
+export const EXTENSIONS: Record<string, JsonObject> = {
+  Model: { max_model_len: { type: 'integer', minimum: 1 } },
+};
+
 /** The spec's component schemas, converted (see the file comment). */
 export function loadSpecSchemas(specPath = SPEC_PATH): JsonObject {
   const spec = JSON.parse(readFileSync(specPath, 'utf8')) as { components: { schemas: JsonObject } };
@@ -106,6 +114,10 @@ export function loadSpecSchemas(specPath = SPEC_PATH): JsonObject {
   const properties = choice.properties as JsonObject;
   properties.finish_reason = { anyOf: [properties.finish_reason, { type: 'null' }] };
   converted[COMPLETION_STREAM_CHUNK] = chunk;
+  for (const [component, fields] of Object.entries(EXTENSIONS)) {
+    const schema = converted[component] as JsonObject;
+    schema.properties = { ...(schema.properties as JsonObject), ...fields };
+  }
   return converted;
 }
 

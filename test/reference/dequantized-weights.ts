@@ -11,7 +11,7 @@ import type { WeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { ShardManifest, ShardPart } from '../../src/core/model/shard-artifact.ts';
 import type { ActivationDtype } from '../../src/core/model/shard-graph.ts';
 import type { PackedRegion } from '../../src/core/model/weight-segments.ts';
-import { WEIGHTS_FILE } from '../../src/core/runtime/ort-session.ts';
+import { WEIGHTS_FILE } from '../../src/core/model/shard-artifact.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
 import type { ReferenceWeights } from './forward.ts';

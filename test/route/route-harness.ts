@@ -4,11 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
-import { Mesh } from '../../src/core/route/mesh.ts';
+import { Mesh, type MeshOptions } from '../../src/core/route/mesh.ts';
 import { RouteSession, type RouteSessionDeps } from '../../src/core/route/route-session.ts';
 import type { HopLease, RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
-import type { LeasedLink } from '../../src/core/runtime/leased-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
@@ -19,7 +18,8 @@ import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { openLocalModel, openLocalTokenizer, type LocalModel } from '../../src/node/local-model.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
 import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
-import { STORIES_DIR } from '../engine/harness.ts';
+import { generateLocal } from '../../src/core/route/local-pipeline.ts';
+import { pipeline, STORIES_DIR } from '../engine/harness.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 
 const FP32 = weightSpec('fp32');
@@ -42,8 +42,15 @@ export async function openStories(): Promise<StoriesContext> {
   };
 }
 
-export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): ShardPeer {
-  return new ShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
+/** A ShardPeer that tests can make forget every session's KV (to force cache misses). */
+export class EvictableShardPeer extends ShardPeer {
+  evictAll(): void {
+    this.store?.clear();
+  }
+}
+
+export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): EvictableShardPeer {
+  return new EvictableShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
 }
 
 /** Records every lease the mesh hands out, so tests can check each was closed. */
@@ -53,29 +60,46 @@ export class CountingProvider implements RouteProvider {
   async route(signal?: AbortSignal) {
     const hops = await this.mesh.route(signal);
     this.leases.push(...hops);
+    this.track(hops);
     return hops;
   }
   async replace(...args: Parameters<Mesh['replace']>) {
     const hop = await this.mesh.replace(...args);
-    if (hop) this.leases.push(hop);
+    if (hop) {
+      this.leases.push(hop);
+      this.track([hop]);
+    }
     return hop;
   }
-  get openLeases(): number {
-    return this.leases.filter((l) => !(l.link as LeasedLink).isClosed).length;
+  private closedLeases = 0;
+  private track(leases: HopLease[]): void {
+    for (const lease of leases) void lease.link.closed.then(() => this.closedLeases++);
   }
+  /** Leases not closed yet (a lease's `closed` resolves on a microtask after it closes). */
+  get openLeases(): number {
+    return this.leases.length - this.closedLeases;
+  }
+  reportFault(...args: Parameters<Mesh['reportFault']>): void {
+    this.mesh.reportFault(...args);
+  }
+  /** Resolves when every lease handed out so far is closed (sessions release in the background). */
+  async allClosed(): Promise<void> {
+    await Promise.all(this.leases.map((l) => l.link.closed));
+  }
+
 }
 
 export interface TestMesh {
   readonly mesh: Mesh;
   readonly provider: CountingProvider;
-  readonly peers: Map<string, ShardPeer>;
+  readonly peers: Map<string, EvictableShardPeer>;
   readonly links: Map<string, PeerLink>;
 }
 
 /** A mesh of `n` in-process peers (ids p1…pn), or peers reached through `linkFor`. */
-export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink): TestMesh {
-  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none' });
-  const peers = new Map<string, ShardPeer>();
+export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink, options: Partial<MeshOptions> = {}): TestMesh {
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none', ...options });
+  const peers = new Map<string, EvictableShardPeer>();
   const links = new Map<string, PeerLink>();
   for (let i = 1; i <= n; i++) {
     const id = `p${i}`;
@@ -111,4 +135,19 @@ export async function collect(session: AsyncIterable<SessionEvent>, onToken?: (i
     } else done = event;
   }
   return { ids, done };
+}
+
+/** A multi-token prompt (9 tokens): prefill, replays and repairs then carry many positions. */
+export const PROMPT = [1, 45, 67, 89, 123, 200, 301, 17, 64];
+
+/** The greedy tokens of `promptIds` in one process (complete-model mode, one shard): what every route must give. */
+export async function oneProcessTokens(ctx: StoriesContext, promptIds: readonly number[], maxTokens: number): Promise<number[]> {
+  const p = await pipeline(ctx.model, [{ start: 0, end: ctx.model.checkpoint.config.numLayers }]);
+  try {
+    const ids: number[] = [];
+    for await (const token of generateLocal(p, promptIds, greedy(maxTokens), randomUUID())) ids.push(token.tokenId);
+    return ids;
+  } finally {
+    await p.dispose();
+  }
 }

@@ -4,10 +4,12 @@
  * cancellation and cleanup.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
 import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
-import { collect, greedy, inProcessMesh, openSession, openStories, type StoriesContext } from './route-harness.ts';
+import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
+import { CountingLink, FaultyPeer, GateLink } from './peer-doubles.ts';
+import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 
 const FP32 = weightSpec('fp32');
@@ -34,6 +36,7 @@ describe('RouteSession', () => {
       expect(done).toMatchObject({ type: 'done', finishReason: 'length', usage: { promptTokens: 1, completionTokens: 32 } });
       expect(session.telemetry.hops.map((h) => [h.range.start, h.range.end])).toHaveLength(hops);
       expect(session.telemetry.outcome).toBe('finished');
+      await session.closed; // the hops are released in the background
       expect(t.provider.openLeases).toBe(0);
       for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
     });
@@ -67,6 +70,7 @@ describe('RouteSession', () => {
     expect(repair).toMatchObject({ hop: 2, lostPeerId: 'p3' });
     expect(['p1', 'p2']).toContain(repair!.peerId);
     expect(t.mesh.peers.map((p) => p.id).sort()).toEqual(['p1', 'p2']);
+    await session.closed;
     expect(t.provider.openLeases).toBe(0);
     for (const id of ['p1', 'p2']) expect(t.peers.get(id)!.kvEntries).toBe(0);
   });
@@ -80,15 +84,21 @@ describe('RouteSession', () => {
       }),
     ).rejects.toBeInstanceOf(RouteUnavailableError);
     expect(session.telemetry.outcome).toBe('error');
+    await session.closed;
     expect(t.provider.openLeases).toBe(0);
   });
 
   it('cancellation: abort mid-decode sends no further frame and every hop frees its KV', async () => {
-    const t = inProcessMesh(ctx, 3);
+    const counting: CountingLink[] = [];
+    const t = inProcessMesh(ctx, 3, (_, peer) => {
+      const link = new CountingLink(new InProcessLink(peer));
+      counting.push(link);
+      return link;
+    });
     const controller = new AbortController();
     const session = openSession(ctx, t.provider, greedy(), controller.signal);
     let framesAtAbort = 0;
-    const frames = () => [...t.peers.values()].reduce((sum, p) => sum + (p.stats() as { framesServed: number }).framesServed, 0);
+    const frames = () => counting.reduce((sum, link) => sum + link.frames, 0);
     await expect(
       collect(session, (n) => {
         if (n === 5) {
@@ -97,8 +107,8 @@ describe('RouteSession', () => {
         }
       }),
     ).rejects.toThrow('client went away');
-    expect(frames()).toBe(framesAtAbort);
-    expect(session.framesSentAfterClose).toBe(0);
+    await session.closed;
+    expect(frames()).toBe(framesAtAbort); // no frame after the abort
     expect(session.telemetry.outcome).toBe('cancelled');
     expect(session.telemetry.releases).toHaveLength(3);
     for (const release of session.telemetry.releases) expect(release.freedEntries).toBe(1);
@@ -121,7 +131,9 @@ describe('RouteSession', () => {
       }
     }
     // A consumer that stops iterating early also closes the session.
-    for await (const event of openSession(ctx, t.provider, greedy())) if (event.type === 'token') break;
+    const early = openSession(ctx, t.provider, greedy());
+    for await (const event of early) if (event.type === 'token') break;
+    await t.provider.allClosed();
     for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
     expect(t.provider.leases.length).toBeGreaterThan(0);
     expect(t.provider.openLeases).toBe(0);
@@ -133,6 +145,7 @@ describe('RouteSession', () => {
     await collect(session);
     await session.close();
     await session.close('error');
+    await session.closed;
     expect(session.telemetry.releases).toHaveLength(2);
     expect(session.telemetry.outcome).toBe('finished');
   });
@@ -159,6 +172,7 @@ describe('memory budget', () => {
     const misses = [...a.telemetry.repairs, ...b.telemetry.repairs].filter((r) => r.kind === 'cache_miss');
     expect(misses.length).toBeGreaterThan(0);
     expect((peer.stats() as { kvBudgetBytes: number }).kvBudgetBytes).toBe(40 * kvPerPosition);
+    await Promise.all([a.closed, b.closed]);
     expect(peer.kvEntries).toBe(0);
   });
 });
@@ -184,5 +198,85 @@ describe('a hop that stops answering', () => {
     const { ids } = await collect(session);
     expect(ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', hop: 1, lostPeerId: 'p2' })]);
+  });
+});
+
+describe('the end of a session does not hold up its client', () => {
+  it("the done event (the client's [DONE]) arrives while a hop's release is held back; closed resolves once it is let through", async () => {
+    const gates: GateLink[] = [];
+    const t = inProcessMesh(ctx, 2, (_, peer) => {
+      const gate = new GateLink(new InProcessLink(peer));
+      gates.push(gate);
+      return gate;
+    });
+    gates[1].holdReleases = true;
+    const settled: string[] = [];
+    const session = openSession(ctx, t.provider, greedy(12), undefined, { onSettled: (tm) => settled.push(tm.outcome) }, PROMPT);
+    const { ids, done } = await collect(session);
+    expect(ids).toEqual(await oneProcessTokens(ctx, PROMPT, 12));
+    expect(done).toMatchObject({ type: 'done', finishReason: 'length' });
+    // The iteration ended (the client was answered) with a release still held.
+    await gates[1].releaseHeld.promise;
+    expect(settled).toEqual(['finished']);
+    expect(session.telemetry).toMatchObject({ outcome: 'finished', finishedAt: expect.any(Number) });
+    let closed = false;
+    void session.closed.then(() => (closed = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(closed).toBe(false);
+    expect(t.peers.get('p2')!.kvEntries).toBe(1);
+    gates[1].letReleasesThrough();
+    await session.closed;
+    expect(session.telemetry.releases.map((r) => r.freedEntries).sort()).toEqual([1, 1]);
+    for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
+  });
+
+  it('abort while a frame is in flight (held at a gate): no frame after the abort, every hop released', async () => {
+    const gates: GateLink[] = [];
+    const t = inProcessMesh(ctx, 3, (_, peer) => {
+      const gate = new GateLink(new InProcessLink(peer));
+      gates.push(gate);
+      return gate;
+    });
+    gates[1].open = 5; // the middle hop holds its sixth frame
+    const controller = new AbortController();
+    const session = openSession(ctx, t.provider, greedy(), controller.signal, {}, PROMPT);
+    const running = collect(session).catch((e: unknown) => e);
+    await gates[1].held.promise;
+    const framesAtAbort = gates.map((g) => g.frames);
+    controller.abort(new Error('client went away'));
+    expect(session.telemetry.outcome).toBe('cancelled'); // settled synchronously, in the abort
+    expect(await running).toMatchObject({ message: 'client went away' });
+    await session.closed;
+    expect(gates.map((g) => g.frames)).toEqual(framesAtAbort);
+    expect(session.telemetry.releases).toHaveLength(3);
+    for (const release of session.telemetry.releases) expect(release.freedEntries).toBe(1);
+    for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
+    expect(t.provider.openLeases).toBe(0);
+    gates[1].release();
+  });
+
+  it('a cache miss during a replay: the next hop loses its KV while the first is being rebuilt; both rebuilt, tokens unchanged', async () => {
+    let faulty!: FaultyPeer;
+    const t = inProcessMesh(ctx, 3, (id, peer) => {
+      if (id !== 'p1') return new InProcessLink(peer);
+      faulty = new FaultyPeer(peer, 'nan', Infinity); // never faulty: only its frame hook is used
+      return new InProcessLink(faulty);
+    });
+    const session = openSession(ctx, t.provider, greedy(16), undefined, {}, PROMPT);
+    faulty.onFrame = (bytes) => {
+      // p1 receives a replay (a prefill of more than the prompt): p2 loses its KV meanwhile.
+      const frame = decodeFrame(bytes);
+      if (frame.startPosition === 0 && frame.activations.tokens > PROMPT.length) t.peers.get('p2')!.evictAll();
+    };
+    const { ids } = await collect(session, (n) => {
+      if (n === 6) t.peers.get('p1')!.evictAll();
+    });
+    expect(ids).toEqual(await oneProcessTokens(ctx, PROMPT, 16));
+    expect(session.telemetry.repairs.map((r) => [r.kind, r.peerId])).toEqual([
+      ['cache_miss', 'p1'],
+      ['cache_miss', 'p2'],
+    ]);
+    await session.closed;
+    for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
   });
 });

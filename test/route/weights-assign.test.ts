@@ -15,7 +15,7 @@ import { Mesh } from '../../src/core/route/mesh.ts';
 import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { ShardExecutor } from '../../src/core/runtime/shard-executor.ts';
-import { WEIGHTS_FILE } from '../../src/core/runtime/ort-session.ts';
+import { WEIGHTS_FILE } from '../../src/core/model/shard-artifact.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
@@ -42,7 +42,6 @@ const assignFor = (weights: WeightSpec, range = { start: 0, end: 2 }): AssignMes
 const fakeExecutor = (weights: WeightSpec): ShardExecutor & { disposed: boolean } => ({
   range: { start: 0, end: 2 },
   device: 'cpu',
-  dtype: 'fp32',
   weights,
   weightsBytes: 1,
   kvOps: { bytes: () => 0, truncate: () => undefined, dispose: () => {} },

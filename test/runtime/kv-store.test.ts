@@ -159,6 +159,27 @@ describe('KvStore', () => {
     expect(store.stats().entries).toBe(2);
   });
 
+  it('keeps its byte total running through appends, truncations, evictions, releases and discards', () => {
+    const { ops } = fakeOps();
+    const store = new KvStore(ops, stateBytes(12));
+    const held: KvState<FakeTensor>[] = [];
+    const sum = () => held.filter((s) => !s.isDisposed).reduce((total, s) => total + s.bytes, 0);
+    for (let i = 0; i < 30; i++) {
+      const session = `s${i % 5}`;
+      const state = store.acquire(session, r);
+      if (!held.includes(state)) held.push(state);
+      if (i % 7 === 3) state.truncate(Math.floor(state.length / 2));
+      else state.append(present(0, 2, state.length + 1 + (i % 3), `${session}-${i}`), state.length + 1 + (i % 3));
+      store.enforceBudget(state);
+      if (i % 11 === 10) store.release('s1');
+      expect(store.bytes).toBe(sum());
+      expect(store.stats().bytes).toBe(sum());
+    }
+    expect(store.stats().evictions).toBeGreaterThan(0);
+    store.clear();
+    expect(store.bytes).toBe(0);
+  });
+
   it('release disposes every state of that session only', () => {
     const { ops } = fakeOps();
     const store = new KvStore(ops, Number.MAX_SAFE_INTEGER);

@@ -142,3 +142,31 @@ describe('Sampler', () => {
     expect(perToken).toBeLessThan(100); // generous: a regression guard against full sorts per token
   });
 });
+
+describe('Sampler without logprobs (no pass over the vocabulary for a normalizer)', () => {
+  it('greedy gives the same token with and without logprobs and penalties off; logprob is NaN when not asked for', () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const logits = randomLogits(1000, seed);
+      const plain = make({ temperature: 0 }, 1000).sample(logits, none);
+      const asked = make({ temperature: 0, logprobs: true }, 1000).sample(logits, none);
+      expect(plain.tokenId).toBe(asked.tokenId);
+      expect(plain.logprob).toBeNaN();
+      expect(plain.topLogprobs).toEqual([]);
+      expect(Number.isFinite(asked.logprob)).toBe(true);
+    }
+  });
+
+  it('the one-pass greedy path still refuses NaN and +Infinity logits and an all -Infinity vector', () => {
+    const s = make({ temperature: 0 }, 3);
+    expect(() => s.sample(Float32Array.from([0, Number.NaN, 1]), none)).toThrow(/logit 1 is NaN/);
+    expect(() => s.sample(Float32Array.from([0, Infinity, 1]), none)).toThrow(/logit 1 is Infinity/);
+    expect(() => s.sample(Float32Array.from([-Infinity, -Infinity, -Infinity]), none)).toThrow(/every logit is -Infinity/);
+  });
+
+  it('sampled draws do not depend on whether logprobs are asked for', () => {
+    const logits = randomLogits(500, 7);
+    const a = make({ seed: 3, temperature: 0.9, topP: 0.95 }, 500);
+    const b = make({ seed: 3, temperature: 0.9, topP: 0.95, logprobs: true }, 500);
+    for (let i = 0; i < 50; i++) expect(a.sample(logits, none).tokenId).toBe(b.sample(logits, none).tokenId);
+  });
+});

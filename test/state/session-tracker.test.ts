@@ -28,9 +28,10 @@ describe('SessionTracker updates', () => {
     const store = new MeshStateStore();
     const events: MeshEvent[] = [];
     store.subscribe((event) => events.push(event));
-    const tracker = new SessionTracker(store, new HeadMetrics(), 'demo', 4, 100);
+    const tracker = new SessionTracker(store, new HeadMetrics(), 'demo', 100);
     const t = telemetry();
-    const tracked = tracker.begin('chatcmpl-1', t)!;
+    tracker.started('chatcmpl-1', t);
+    const tracked = { onUpdate: (x: SessionTelemetry) => tracker.updated('chatcmpl-1', x), finish: (x: SessionTelemetry) => tracker.finished('chatcmpl-1', x) };
     const frames = () => events.filter((e) => e.kind === 'session.updated').map((e) => (e.kind === 'session.updated' ? e.session.hops[0]!.frames : -1));
 
     t.hops[0]!.frames = 1;

@@ -3,6 +3,7 @@ import type { MeshPeer } from '../../src/core/route/mesh.ts';
 import type { SessionTelemetry } from '../../src/core/route/route-types.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import { MeshStateStore, peerView, routeView, sessionView } from '../../src/node/head/state-store.ts';
+import { parseMeshEvent } from '../../src/shared/dashboard-events.ts';
 import type { MeshEvent } from '../../src/shared/dashboard-state.ts';
 
 const telemetry = (): SessionTelemetry => ({
@@ -73,6 +74,13 @@ describe('peerView and routeView', () => {
       lastHeartbeatAt: 800,
       tokensServed: 40,
     });
+  });
+
+  it('is quarantined while the mesh says so, with the reason and the time it is tried again (the dashboard reads it)', () => {
+    const quarantine = { since: 1000, until: 11_000, reason: 'hung on layers [0, 2): no answer within 5000 ms', strikes: 1 };
+    const view = peerView({ ...peer([{ start: 0, end: 2 }]), quarantine });
+    expect(view).toMatchObject({ status: 'quarantined', quarantine });
+    expect(parseMeshEvent('peer.updated', { kind: 'peer.updated', peer: view })).toEqual({ kind: 'peer.updated', peer: view });
   });
 
   it('routeView leaves links out', () => {

@@ -11,7 +11,8 @@ import { decodeFrame, encodeFrame, type ActivationFrame } from '../../src/core/f
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { LinkClosedError, type PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
-import type { AssignMessage, ControlMessage } from '../../src/shared/control.ts';
+import type { AssignMessage } from '../../src/shared/control.ts';
+import { frameRequestId } from '../../src/shared/frame-layout.ts';
 import { ProtocolError } from '../../src/shared/protocol-error.ts';
 import { openLocalModel, type LocalModel } from '../../src/node/local-model.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
@@ -27,14 +28,7 @@ export interface PeerLinkFixture {
   readonly peer: ShardPeer;
   /** The peer vanishes: its socket (or link) is killed from the peer's side. */
   drop(): Promise<void>;
-  /** Send an unprompted message from the peer's side; absent where the peer side cannot. */
-  readonly sendUnprompted?: (message: ControlMessage) => void;
   cleanup(): Promise<void>;
-}
-
-export interface PeerLinkSuiteOptions {
-  /** Why `onMessage` cannot be exercised for this implementation (the case is then skipped). */
-  readonly noUnpromptedReason?: string;
 }
 
 export const SUITE_RANGE = { start: 0, end: 2 } as const;
@@ -85,7 +79,7 @@ function holdFrames(peer: ShardPeer) {
   return { arrived, release: () => ((peer.handleFrame = original), release()) };
 }
 
-export function peerLinkSuite(name: string, factory: () => Promise<PeerLinkFixture>, options: PeerLinkSuiteOptions = {}): void {
+export function peerLinkSuite(name: string, factory: () => Promise<PeerLinkFixture>): void {
   describe(`PeerLink conformance: ${name}`, () => {
     let model: LocalModel;
     let hidden: number;
@@ -106,44 +100,43 @@ export function peerLinkSuite(name: string, factory: () => Promise<PeerLinkFixtu
       await f.cleanup();
     });
 
-    it('a frame round trip returns the result frame with the same request id and the values the peer computes directly', async () => {
+    it('a frame round trip returns the result frame with the request id the link stamped and the values the peer computes directly', async () => {
       const sessionId = randomUUID();
       const prompt = testActivations(hidden, 3, 1);
       const step = testActivations(hidden, 1, 2);
-      const prefillId = rid();
-      const first = decodeFrame(await f.link.request(frameFor({ requestId: prefillId, sessionId, startPosition: 0, activations: prompt })));
-      expect(first).toMatchObject({ kind: 'result', requestId: prefillId, sessionId, startPosition: 0, range: SUITE_RANGE });
+      const prefill = frameFor({ requestId: 0, sessionId, startPosition: 0, activations: prompt });
+      const first = decodeFrame(await f.link.request(prefill));
+      expect(frameRequestId(prefill)).toBeGreaterThan(0); // stamped in place by the link
+      expect(first).toMatchObject({ kind: 'result', requestId: frameRequestId(prefill), sessionId, startPosition: 0, range: SUITE_RANGE });
       expect(first.activations.data).toEqual((await direct(f.peer, 0, [prompt])).activations.data);
 
-      const decodeId = rid();
-      const second = decodeFrame(await f.link.request(frameFor({ requestId: decodeId, sessionId, startPosition: 3, activations: step })));
-      expect(second).toMatchObject({ kind: 'result', requestId: decodeId, sessionId, startPosition: 3 });
+      const decode = frameFor({ requestId: 0, sessionId, startPosition: 3, activations: step });
+      const second = decodeFrame(await f.link.request(decode));
+      expect(frameRequestId(decode)).not.toBe(frameRequestId(prefill));
+      expect(second).toMatchObject({ kind: 'result', requestId: frameRequestId(decode), sessionId, startPosition: 3 });
       expect(second.activations.tokens).toBe(1);
       expect(second.activations.data).toEqual((await direct(f.peer, 3, [prompt, step])).activations.data);
     });
 
-    it('concurrent requests for two sessions resolve independently', async () => {
+    it('concurrent requests for two sessions resolve independently, even when their callers reuse a request id', async () => {
       const [a, b] = [randomUUID(), randomUUID()];
       const [inA, inB] = [testActivations(hidden, 2, 3), testActivations(hidden, 4, 4)];
-      const [idA, idB] = [rid(), rid()];
-      const [outA, outB] = (
-        await Promise.all([
-          f.link.request(frameFor({ requestId: idA, sessionId: a, startPosition: 0, activations: inA })),
-          f.link.request(frameFor({ requestId: idB, sessionId: b, startPosition: 0, activations: inB })),
-        ])
-      ).map(decodeFrame);
-      expect(outA).toMatchObject({ requestId: idA, sessionId: a });
-      expect(outB).toMatchObject({ requestId: idB, sessionId: b });
+      const frameA = frameFor({ requestId: 7, sessionId: a, startPosition: 0, activations: inA });
+      const frameB = frameFor({ requestId: 7, sessionId: b, startPosition: 0, activations: inB });
+      const [outA, outB] = (await Promise.all([f.link.request(frameA), f.link.request(frameB)])).map(decodeFrame);
+      expect(frameRequestId(frameA)).not.toBe(frameRequestId(frameB));
+      expect(outA).toMatchObject({ requestId: frameRequestId(frameA), sessionId: a });
+      expect(outB).toMatchObject({ requestId: frameRequestId(frameB), sessionId: b });
       expect(outA.activations.data).toEqual((await direct(f.peer, 0, [inA])).activations.data);
       expect(outB.activations.data).toEqual((await direct(f.peer, 0, [inB])).activations.data);
     });
 
     it("a peer's refusal rejects with its typed ProtocolError and the link keeps working", async () => {
       const never = randomUUID();
-      const requestId = rid();
-      const refused = f.link.request(frameFor({ requestId, sessionId: never, startPosition: 5, activations: testActivations(hidden, 1, 5) }));
+      const frame = frameFor({ requestId: rid(), sessionId: never, startPosition: 5, activations: testActivations(hidden, 1, 5) });
+      const refused = f.link.request(frame);
       await expect(refused).rejects.toBeInstanceOf(ProtocolError);
-      await expect(refused).rejects.toMatchObject({ code: 'cache_miss', sessionId: never, requestId });
+      await expect(refused).rejects.toMatchObject({ code: 'cache_miss', sessionId: never, requestId: frameRequestId(frame) });
 
       const sessionId = randomUUID();
       const ok = decodeFrame(await f.link.request(frameFor({ requestId: rid(), sessionId, startPosition: 0, activations: testActivations(hidden, 2, 6) })));
@@ -201,26 +194,6 @@ export function peerLinkSuite(name: string, factory: () => Promise<PeerLinkFixtu
       await expect(f.link.request(frame)).rejects.toBeInstanceOf(LinkClosedError);
       await expect(f.link.control({ kind: 'ping', t: 1 })).rejects.toBeInstanceOf(LinkClosedError);
       // The held frame is never released: its answer has nowhere to go.
-    });
-
-    const unprompted = options.noUnpromptedReason === undefined ? it : it.skip;
-    unprompted(`onMessage receives unprompted messages; unsubscribing stops them${options.noUnpromptedReason ? ` — skipped: ${options.noUnpromptedReason}` : ''}`, async () => {
-      const seen: ControlMessage[] = [];
-      const arrived = new Promise<void>((resolve) => {
-        const off = f.link.onMessage((message) => {
-          seen.push(message);
-          off();
-          resolve();
-        });
-      });
-      const stats: ControlMessage = { kind: 'stats', kvEntries: 0, kvBytes: 0, kvBudgetBytes: 1, tokensServed: 0, framesServed: 0 };
-      f.sendUnprompted!(stats);
-      await arrived;
-      expect(seen).toEqual([stats]);
-      f.sendUnprompted!({ kind: 'error', code: 'internal', message: 'device lost' });
-      // A round trip after it: the socket is ordered, so the error has arrived by now.
-      await f.link.control({ kind: 'ping', t: 2 });
-      expect(seen).toHaveLength(1);
     });
   });
 }

@@ -38,9 +38,7 @@ peerLinkSuite(
     const peer = createPeer(ctx);
     const link = new InProcessLink(peer);
     return { link, peer, drop: () => link.close('the peer vanished'), cleanup: async () => (await link.close(), await peer.dispose()) };
-  },
-  { noUnpromptedReason: 'an in-process ShardPeer only answers calls; it has no channel to speak unprompted' },
-);
+  });
 
 peerLinkSuite('direct', async () => {
   const peer = createPeer(ctx);
@@ -52,7 +50,6 @@ peerLinkSuite('direct', async () => {
     link,
     peer,
     drop: async () => server.dropAll('the peer vanished'),
-    sendUnprompted: (message) => server.sendAll(message),
     cleanup: async () => {
       await link.close();
       await server.close();
@@ -76,6 +73,4 @@ peerLinkSuite(
         head.mesh.removePeer(running.peerId);
       },
     };
-  },
-  { noUnpromptedReason: 'runPeer exposes no way to send an unprompted message on its relay socket (the direct case runs the same SocketLink)' },
-);
+  });

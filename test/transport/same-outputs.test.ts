@@ -17,8 +17,6 @@ let root: { dir: string; remove: () => Promise<void> };
 let ctx: StoriesContext;
 const heads: RunningHead[] = [];
 const peers: RunningPeer[] = [];
-/** Epoch milliseconds with sub-millisecond resolution, so per-hop times are not rounded to 0 or 1. */
-const preciseNow = () => performance.timeOrigin + performance.now();
 
 beforeAll(async () => {
   root = await tempDir('same-outputs');
@@ -62,7 +60,7 @@ function perHop(session: RouteSession): string {
 describe('same outputs over every link kind', () => {
   it('in-process: two hops give the golden tokens', async () => {
     const t = inProcessMesh(ctx, 2);
-    const session = openSession(ctx, t.provider, greedy(), undefined, { now: preciseNow });
+    const session = openSession(ctx, t.provider, greedy());
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.hops).toHaveLength(2);
     console.log(`per-hop latency, in-process: ${perHop(session)}`);
@@ -73,12 +71,13 @@ describe('same outputs over every link kind', () => {
       const log: string[] = [];
       const m = await meshOf(link, 2, log);
       expect(log.filter((line) => line.includes(`${link} link`))).toHaveLength(2);
-      const session = openSession(ctx, m.provider, greedy(), undefined, { now: preciseNow });
+      const session = openSession(ctx, m.provider, greedy());
       const { ids, done } = await collect(session);
       expect(ids).toEqual(STORIES_GOLDEN);
       expect(done).toMatchObject({ type: 'done', finishReason: 'length' });
       expect(session.telemetry.hops.map((h) => h.peerId).sort()).toEqual(m.peers.map((p) => p.peerId).sort());
       expect(session.telemetry.repairs).toEqual([]);
+      await session.closed; // hops are released in the background, after the client was answered
       expect(session.telemetry.releases.map((r) => r.freedEntries)).toEqual([1, 1]);
       expect(m.provider.openLeases).toBe(0);
       for (const peer of m.peers) expect(peer.shard.kvEntries).toBe(0);
@@ -101,6 +100,7 @@ describe('same outputs over every link kind', () => {
     expect(repair).toMatchObject({ hop: 1, lostPeerId: lost });
     expect(m.peers.map((p) => p.peerId).filter((id) => id !== lost)).toContain(repair!.peerId);
     expect(m.head.mesh.peers.map((p) => p.id)).not.toContain(lost);
+    await session.closed;
     expect(m.provider.openLeases).toBe(0);
     for (const peer of m.peers.filter((p) => p.peerId !== lost)) expect(peer.shard.kvEntries).toBe(0);
   });

@@ -42,6 +42,7 @@ describe.each(['relay', 'direct'] as const)('worker-thread peers over %s', (link
     const session = openSession(ctx, head.mesh, greedy());
     const { ids } = await collect(session);
     expect(ids).toEqual(STORIES_GOLDEN);
+    await session.closed;
     expect(session.telemetry.releases.map((r) => r.freedEntries)).toEqual([1, 1]);
     for (const peer of peers) expect(peer.shard.kvEntries).toBe(0);
   });

@@ -37,8 +37,17 @@ function peerRow(peer: PeerView, now: number): HTMLElement {
         h('span', { class: 'meter' }, h('span', { style: `width:${(share * 100).toFixed(1)}%` })),
       ),
     ),
-    h('td', { class: 'status' }, h('span', { class: `badge status-${peer.status}` }, peer.status)),
+    h('td', { class: 'status' }, statusBadge(peer, now)),
     h('td', { class: 'num' }, gone ? '—' : age(peer.lastHeartbeatAt, now)),
     h('td', { class: 'num' }, peer.tokensServed.toLocaleString()),
   );
+}
+
+/** The status badge; a quarantined peer says why and when it is tried again. */
+function statusBadge(peer: PeerView, now: number): HTMLElement {
+  const q = peer.quarantine;
+  if (peer.status !== 'quarantined' || !q) return h('span', { class: `badge status-${peer.status}` }, peer.status);
+  const left = Math.max(0, Math.ceil((q.until - now) / 1000));
+  const title = `${q.reason} (fault ${q.strikes}; tried again in ${left} s)`;
+  return h('span', { class: 'badge status-quarantined', title }, `quarantined · ${left} s`);
 }

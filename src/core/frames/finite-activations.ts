@@ -4,7 +4,7 @@
  * peer that produced NaN is named instead of poisoning the rest of the route.
  */
 import { ProtocolError, type ProtocolErrorContext } from '../../shared/protocol-error.ts';
-import type { Activations } from '../runtime/shard-executor.ts';
+import type { Activations } from '../model/activations.ts';
 
 const FP16_EXPONENT = 0x7c00;
 const FP16_MANTISSA = 0x03ff;

@@ -37,7 +37,7 @@ import {
 } from '../../shared/frame-layout.ts';
 import { ProtocolError, type ProtocolErrorContext } from '../../shared/protocol-error.ts';
 import { PROTOCOL_VERSION, type LayerRange, type WireDtype } from '../../shared/protocol.ts';
-import type { Activations } from '../runtime/shard-executor.ts';
+import type { Activations } from '../model/activations.ts';
 import { readSessionId, writeSessionId } from './session-id.ts';
 
 /** One hop request (prefill, decode) or its answer (result), as the engine sees it. */

@@ -36,12 +36,28 @@ function sessionIdBytes(sessionId: string): Uint8Array {
   return bytes;
 }
 
+// Every frame of a session carries the same 16 bytes: recent strings, found by a hash of them.
+const read = new Map<number, { readonly bytes: Uint8Array; readonly id: string }>();
+const READ_CAP = 256;
+
 /** Read 16 bytes at `offset` as a canonical lowercase UUID string. Any 16 bytes are valid. */
 export function readSessionId(bytes: Uint8Array, offset: number): string {
+  let hash = 0x811c9dc5; // FNV-1a over the 16 bytes
+  for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) hash = Math.imul(hash ^ bytes[offset + i], 0x01000193);
+  const cached = read.get(hash);
+  if (cached && sameBytes(cached.bytes, bytes, offset)) return cached.id;
   let id = '';
   for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) {
     id += HEX[bytes[offset + i]];
     if (HYPHEN_AFTER.has(i)) id += '-';
   }
+  if (read.size >= READ_CAP) read.delete(read.keys().next().value!);
+  // A copy, not `slice` (a view on a Node Buffer): socket buffers are reused.
+  read.set(hash, { bytes: new Uint8Array(bytes.subarray(offset, offset + FRAME_SESSION_ID_BYTES)), id });
   return id;
+}
+
+function sameBytes(cached: Uint8Array, bytes: Uint8Array, offset: number): boolean {
+  for (let i = 0; i < FRAME_SESSION_ID_BYTES; i++) if (cached[i] !== bytes[offset + i]) return false;
+  return true;
 }

@@ -4,7 +4,7 @@
  * architecture needs is present with the right shape. Tensor data is read on demand,
  * one tensor's byte range at a time, so memory follows what the caller asks for.
  */
-import type { ByteSource } from '../runtime/byte-source.ts';
+import type { ByteSource } from './byte-source.ts';
 import { requiredTensors } from './architectures.ts';
 import { checkPrequantizedLinear } from './quant/prequantized-plan.ts';
 import { CheckpointError } from './checkpoint-error.ts';

@@ -5,8 +5,7 @@
  * are converted (dtype), quantized (meshnet's block quantizer) or repacked (AWQ/GPTQ). The
  * graph references the packed regions as external data.
  */
-import type { ByteSource } from '../runtime/byte-source.ts';
-import { WEIGHTS_FILE } from '../runtime/ort-session.ts';
+import type { ByteSource } from './byte-source.ts';
 import { buildEmbeddingGraph, buildHeadGraph } from './head-graphs.ts';
 import { serializeModel } from './onnx/onnx-model.ts';
 import { weightSpecName, type WeightSpec } from './quant/weight-format.ts';
@@ -15,6 +14,9 @@ import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
 import { packWeights, type PackedChunk } from './weight-packing.ts';
 import { planWeights } from './weight-plan.ts';
 import type { WeightSegment } from './weight-segments.ts';
+
+/** Name of the packed weights file shard graphs reference as external data. */
+export const WEIGHTS_FILE = 'weights.bin';
 
 export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } | { readonly kind: 'embedding' } | { readonly kind: 'head' };
 

@@ -20,8 +20,10 @@ import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
+import { rotaryPositions } from './generation-limits.ts';
+import type { ActivationDtype } from './activations.ts';
 
-export type ActivationDtype = 'fp32' | 'fp16';
+export type { ActivationDtype } from './activations.ts';
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
 export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
@@ -40,10 +42,6 @@ export function floatInitializer(name: string, dims: number[], values: Float32Ar
   return { name, type: onnxType(dtype), dims, raw };
 }
 
-/** Rotary caches cover this many positions: the model's context, capped to keep graphs small. */
-export function rotaryPositions(config: ModelConfig): number {
-  return Math.min(config.maxPositionEmbeddings, 32768);
-}
 
 export function buildShardGraph(
   config: ModelConfig,

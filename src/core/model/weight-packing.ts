@@ -5,7 +5,7 @@
  * yielded with its offset in the packed buffer; the consumer writes it (a file in Node, one
  * buffer in a browser or for the wasm runtime).
  */
-import type { ByteSource } from '../runtime/byte-source.ts';
+import type { ByteSource } from './byte-source.ts';
 import { fromFloat32, toFloat32 } from './dtype.ts';
 import { quantizeRows, rowBytes } from './quant/block-quant.ts';
 import { packPrequantized } from './quant/prequantized-pack.ts';

@@ -19,7 +19,7 @@
 import type { ControlMessage } from '../../shared/control.ts';
 import { parseControlMessage, serializeControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import { sameToken } from '../route/peer-admission.ts';
+import { sameToken } from '../../shared/same-token.ts';
 import type { LinkSocket } from '../runtime/socket-link.ts';
 
 const encoder = new TextEncoder();

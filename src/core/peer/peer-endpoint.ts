@@ -7,7 +7,7 @@
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
 import type { LinkSocket } from '../runtime/socket-link.ts';
-import type { ShardService } from './shard-peer.ts';
+import type { ShardService } from '../runtime/shard-service.ts';
 
 const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'ping', 'stats']);
 

@@ -6,7 +6,7 @@
  * as typed errors and the peer keeps serving.
  */
 import { errorToControlMessage } from '../../shared/control-errors.ts';
-import type { AssignMessage, ControlMessage, ErrorMessage } from '../../shared/control.ts';
+import type { AssignMessage, ControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { WIRE_WEIGHT_FORMATS, type WireWeightFormat, type WireWeights } from '../../shared/protocol.ts';
 import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
@@ -15,6 +15,7 @@ import { assertFiniteActivations } from '../frames/finite-activations.ts';
 import type { LayerRange } from '../model/types.ts';
 import { KvStore } from '../runtime/kv-store.ts';
 import { CacheMissError, type ShardExecutor } from '../runtime/shard-executor.ts';
+import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 
 /**
  * Loads the executor for an assigned range (from the head over HTTP, or a local checkpoint)
@@ -37,20 +38,7 @@ export function checkAssignedWeights(assign: AssignMessage, loaded: WireWeights,
   }
 }
 
-/** The answer to a frame: a result frame, or an error message carrying its request id. */
-export type FrameReply = { readonly frame: Uint8Array } | { readonly error: ErrorMessage };
-
-/**
- * What a socket endpoint needs from a peer: answers to frames and control messages, never
- * thrown. ShardPeer is one; a proxy to a ShardPeer in a worker thread is another.
- */
-export interface ShardService {
-  handleFrame(bytes: Uint8Array): Promise<FrameReply>;
-  handleControl(message: ControlMessage): Promise<ControlMessage>;
-  /** KV entries held (as last known, for a proxy). */
-  readonly kvEntries: number;
-  dispose(): Promise<void>;
-}
+export type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 
 export interface ShardPeerOptions {
   readonly loader: ShardLoader;
@@ -62,14 +50,16 @@ export interface ShardPeerOptions {
   readonly weightFormats?: readonly WireWeightFormat[];
 }
 
-const rangeKey = (r: LayerRange) => `${r.start}:${r.end}`;
+/** A range as one number (start and end are u16 on the wire): no string per frame. */
+const rangeKey = (r: LayerRange) => r.start * 0x10000 + r.end;
 /** How many released session ids a peer remembers, to tell `unknown_session` from a cache miss. */
 const RELEASED_MEMORY = 4096;
 
 export class ShardPeer implements ShardService {
-  private readonly executors = new Map<string, ShardExecutor>();
-  private readonly loading = new Map<string, Promise<ShardExecutor>>();
-  private store: KvStore<unknown> | undefined;
+  private readonly executors = new Map<number, ShardExecutor>();
+  private readonly loading = new Map<number, Promise<ShardExecutor>>();
+  /** The peer's KV (created with its first range). Protected: a test double evicts through it. */
+  protected store: KvStore<unknown> | undefined;
   private readonly released = new Set<string>();
   private tokensServed = 0;
   private framesServed = 0;
@@ -90,11 +80,6 @@ export class ShardPeer implements ShardService {
   /** KV entries held (0 when every session was released). */
   get kvEntries(): number {
     return this.store?.size ?? 0;
-  }
-
-  /** Evict every session's KV (tests use this to force cache misses). */
-  evictAll(): void {
-    this.store?.clear();
   }
 
   /** Answer one binary activation frame. Never throws: failures become error replies. */

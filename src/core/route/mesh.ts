@@ -1,18 +1,26 @@
 /**
  * Mesh: the head's view of the peers serving its model, and the RouteProvider that Route
- * Sessions draw hops from. Routes come from the pure planner over the peers that are up;
- * a range is loaded on a peer on demand (`assign` → `ready`) and remembered. A peer whose
- * link closes leaves the mesh. Each lease handed out is a LeasedLink over the peer's link.
+ * Sessions draw hops from. Routes come from the pure planner over the peers that are up and
+ * not quarantined; a route only uses peers that reported `ready` for their range: a range is
+ * loaded on demand (`assign` → `ready`) and remembered, and a peer that does not get ready in
+ * time is quarantined and the plan made again without it. A peer a session reports as hung
+ * or faulty is quarantined with a bounded back-off. A peer whose link closes leaves the mesh.
+ * Each lease handed out is a LeasedLink over the peer's link.
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import type { WireDtype, WireWeightFormat, WireWeights } from '../../shared/protocol.ts';
 import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
 import type { LayerRange } from '../model/types.ts';
+import { untilAborted } from '../runtime/abort.ts';
+import { systemClock, type Clock } from '../runtime/clock.ts';
 import { LeasedLink } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
+import type { HopFailure } from './hop-failure.ts';
+import { HopLatency } from './hop-latency.ts';
 import { HEAD_PEER_ID, planRoute, replacementFor, type PeerInfo, type PlanOptions, type RoutePlan } from './plan-route.ts';
 import { PlanError } from './plan-error.ts';
+import { DEFAULT_QUARANTINE, QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
 import { RouteUnavailableError } from './route-errors.ts';
 import type { HopLease, RouteProvider } from './route-types.ts';
 
@@ -29,6 +37,14 @@ export interface MeshModel {
   readonly headBytes?: number;
   /** Where a peer fetches the artifact of a range (a path on the head's origin or a URL). */
   artifactUrl(range: LayerRange): string;
+}
+
+export interface MeshOptions extends PlanOptions {
+  /** Time and timers (quarantine back-off, ready deadlines); the system clock by default. */
+  readonly clock?: Clock;
+  readonly quarantine?: QuarantinePolicy;
+  /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
+  readonly readyTimeoutMs?: number;
 }
 
 export interface MeshPeerInit {
@@ -49,19 +65,34 @@ export interface MeshPeer extends MeshPeerInit {
   device?: string;
   /** The weight format its ranges were loaded in (from `ready`; a 2.0 peer: the model's float format). */
   weights?: WireWeights;
+  /** Set while the peer is quarantined (not routed). */
+  quarantine?: QuarantineState;
 }
 
+export const DEFAULT_READY_TIMEOUT_MS = 30_000;
+
 const key = (r: LayerRange) => `${r.start}:${r.end}`;
+const rangeText = (r: LayerRange) => `[${r.start}, ${r.end})`;
 
 export class Mesh implements RouteProvider {
   private readonly members = new Map<string, MeshPeer>();
   private readonly loading = new Map<string, Promise<void>>();
+  private readonly latencies = new WeakMap<MeshPeer, Map<string, HopLatency>>();
   private readonly listeners = new Set<() => void>();
+  private readonly clock: Clock;
+  private readonly quarantines: QuarantineBook;
 
   constructor(
     readonly model: MeshModel,
-    private readonly options: PlanOptions,
-  ) {}
+    private readonly options: MeshOptions,
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.quarantines = new QuarantineBook(this.clock, options.quarantine ?? DEFAULT_QUARANTINE, (id) => {
+      const peer = this.members.get(id);
+      if (peer) peer.quarantine = this.quarantines.get(id);
+      this.changed();
+    });
+  }
 
   /**
    * Add a peer (or the head, id 'head'). It leaves when its link closes. An id already in the
@@ -69,7 +100,8 @@ export class Mesh implements RouteProvider {
    */
   addPeer(init: MeshPeerInit): MeshPeer {
     if (this.members.has(init.id)) throw new ProtocolError('peer_id_taken', `peer id '${init.id}' is already in the mesh`);
-    const peer: MeshPeer = { ...init, joinedAt: Date.now(), ranges: [] };
+    // A peer that rejoins under the same id keeps the quarantine it had.
+    const peer: MeshPeer = { ...init, joinedAt: this.clock.now(), ranges: [], quarantine: this.quarantines.get(init.id) };
     this.members.set(init.id, peer);
     void init.link.closed.then(() => {
       if (this.members.get(init.id) === peer) this.removePeer(init.id);
@@ -120,55 +152,106 @@ export class Mesh implements RouteProvider {
     return () => this.listeners.delete(listener);
   }
 
-  /** The current plan over the peers that are up (throws RouteUnavailableError). */
+  /**
+   * The current plan over the peers that are up and not quarantined. Throws
+   * RouteUnavailableError; when quarantined peers are all that could cover some layers, it
+   * names those layers and the peers.
+   */
   plan(): RoutePlan {
     try {
-      return planRoute(this.planModel(), this.peerInfos(), this.planOptions());
+      return this.planOver(false);
     } catch (error) {
-      if (error instanceof PlanError) throw new RouteUnavailableError(error.reason);
-      throw error;
+      if (!(error instanceof RouteUnavailableError)) throw error;
+      const held = this.quarantinedHops();
+      if (held.length === 0) throw error;
+      const what = held.map(({ range, peer }) => `layers ${rangeText(range)} are held only by quarantined peer ${peer.id} (${peer.quarantine!.reason}; back in ${Math.ceil((peer.quarantine!.until - this.clock.now()) / 1000)} s)`);
+      throw new RouteUnavailableError(what.join('; '));
+    }
+  }
+
+  /** True when the plan succeeds and every hop's peer reported ready for its range. */
+  routeReady(): boolean {
+    try {
+      return this.plan().hops.every((hop) => this.holds(hop.peerId, hop.range));
+    } catch {
+      return false;
     }
   }
 
   /** Load the current plan's ranges on their peers ahead of the first request. */
   async prepare(signal?: AbortSignal): Promise<void> {
-    const plan = this.plan();
-    await Promise.all(plan.hops.map((hop) => this.ensureLoaded(this.member(hop.peerId), hop.range, signal)));
+    await this.readyPlan(signal);
   }
 
   async route(signal?: AbortSignal): Promise<HopLease[]> {
-    const plan = this.plan();
-    await Promise.all(plan.hops.map((hop) => this.ensureLoaded(this.member(hop.peerId), hop.range, signal)));
+    const plan = await this.readyPlan(signal);
     return plan.hops.map((hop) => this.lease(hop.peerId, hop.range));
   }
 
   async replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined> {
-    const plan = (() => {
+    const excluded = new Set(banned);
+    for (const peer of this.peers) if (peer.quarantine) excluded.add(peer.id);
+    for (let attempt = 0; attempt <= this.members.size; attempt++) {
+      const plan = (() => {
+        try {
+          return this.plan();
+        } catch {
+          return undefined;
+        }
+      })();
+      let options: PlanOptions;
       try {
-        return this.plan();
+        options = this.planOptions();
       } catch {
-        return undefined;
+        options = { headLayers: 'none' }; // the head holds a fixed range and is quarantined
       }
-    })();
-    const peerId = replacementFor(range, this.peerInfos(), banned, { ...this.planOptions(), model: this.planModel(), plan });
-    if (!peerId || !this.members.has(peerId)) return undefined;
-    await this.ensureLoaded(this.member(peerId), range, signal);
-    return this.lease(peerId, range);
+      const peerId = replacementFor(range, this.peerInfos(), excluded, { ...options, model: this.planModel(), plan });
+      if (!peerId || !this.members.has(peerId)) return undefined;
+      try {
+        await untilAborted(this.ensureLoaded(this.member(peerId), range), signal);
+        return this.lease(peerId, range);
+      } catch {
+        signal?.throwIfAborted();
+        excluded.add(peerId); // it did not get ready (and is quarantined now): try the next one
+      }
+    }
+    return undefined;
   }
 
-  /** Load `range` on `peer` unless it already holds it. */
-  async ensureLoaded(peer: MeshPeer, range: LayerRange, signal?: AbortSignal): Promise<void> {
-    if (peer.ranges.some((r) => key(r) === key(range))) return;
+  /** A session saw `peerId` hang or answer something unusable: quarantine it. */
+  reportFault(peerId: string, range: LayerRange, failure: HopFailure): void {
+    if (!this.members.has(peerId)) return;
+    this.quarantines.add(peerId, `${failure.kind} on layers ${rangeText(range)}: ${failure.reason}`);
+  }
+
+  /**
+   * Load `range` on `peer` unless it already holds it; a peer that refuses or does not answer
+   * `ready` within the ready deadline is quarantined (and the promise rejects).
+   */
+  ensureLoaded(peer: MeshPeer, range: LayerRange): Promise<void> {
+    if (this.holds(peer.id, range)) return Promise.resolve();
     const loadKey = `${peer.id}@${key(range)}`;
     let pending = this.loading.get(loadKey);
     if (!pending) {
-      pending = this.load(peer, range, signal).finally(() => this.loading.delete(loadKey));
+      pending = this.load(peer, range).finally(() => this.loading.delete(loadKey));
       this.loading.set(loadKey, pending);
     }
-    await pending;
+    return pending;
   }
 
-  private async load(peer: MeshPeer, range: LayerRange, signal?: AbortSignal): Promise<void> {
+  /** A plan whose every hop's peer holds its range, loading what is missing (see class doc). */
+  private async readyPlan(signal?: AbortSignal): Promise<RoutePlan> {
+    for (let attempt = 0; ; attempt++) {
+      const plan = this.plan();
+      const missing = plan.hops.filter((hop) => !this.holds(hop.peerId, hop.range));
+      if (missing.length === 0) return plan;
+      if (attempt > this.members.size) throw new RouteUnavailableError(`peers keep failing to load their layers (${missing.map((h) => `${h.peerId} ${rangeText(h.range)}`).join(', ')})`);
+      // Failures quarantine their peer; the next plan is made without it.
+      await untilAborted(Promise.allSettled(missing.map((hop) => this.ensureLoaded(this.member(hop.peerId), hop.range))), signal);
+    }
+  }
+
+  private async load(peer: MeshPeer, range: LayerRange): Promise<void> {
     const assign: AssignMessage = {
       kind: 'assign',
       modelKey: this.model.modelKey,
@@ -179,26 +262,51 @@ export class Mesh implements RouteProvider {
       artifactUrl: this.model.artifactUrl(range),
       config: this.model.config,
     };
-    const answer = await peer.link.control(assign, signal).catch((error: unknown) => {
-      // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
-      if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
-        throw new RouteUnavailableError(`peer ${peer.id} refused layers [${range.start}, ${range.end}) in ${weightSpecName(this.model.weights)}: [${error.code}] ${error.message}`);
+    const timeoutMs = this.options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+    const deadline = new AbortController();
+    const cancel = this.clock.setTimeout(() => deadline.abort(new RouteUnavailableError(`peer ${peer.id} did not answer 'ready' for layers ${rangeText(range)} within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      const answer = await peer.link.control(assign, deadline.signal).catch((error: unknown) => {
+        // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
+        if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
+          throw new RouteUnavailableError(`peer ${peer.id} refused layers ${rangeText(range)} in ${weightSpecName(this.model.weights)}: [${error.code}] ${error.message}`);
+        }
+        throw error;
+      });
+      if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
+      if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
+        throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
       }
+      if (this.members.get(peer.id) !== peer) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
+      peer.ranges.push(range);
+      peer.device = answer.device;
+      peer.weights = answer.weights ?? this.model.weights;
+      this.latencyMap(peer).set(key(range), new HopLatency()); // a newly loaded range: its first frame has no deadline
+      this.changed();
+    } catch (error) {
+      if (this.members.get(peer.id) === peer) this.quarantines.add(peer.id, `not ready for layers ${rangeText(range)}: ${error instanceof Error ? error.message : String(error)}`);
       throw error;
-    });
-    if (answer.kind === 'error') throw new RouteUnavailableError(`peer ${peer.id} refused layers [${range.start}, ${range.end}) in ${weightSpecName(this.model.weights)}: [${answer.code}] ${answer.message}`);
-    if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
-    if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
-      throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
+    } finally {
+      cancel();
     }
-    peer.ranges.push(range);
-    peer.device = answer.device;
-    peer.weights = answer.weights ?? this.model.weights;
-    this.changed();
+  }
+
+  private holds(peerId: string, range: LayerRange): boolean {
+    return this.members.get(peerId)?.ranges.some((r) => key(r) === key(range)) ?? false;
+  }
+
+  private latencyMap(peer: MeshPeer): Map<string, HopLatency> {
+    let map = this.latencies.get(peer);
+    if (!map) this.latencies.set(peer, (map = new Map()));
+    return map;
   }
 
   private lease(peerId: string, range: LayerRange): HopLease {
-    return { peerId, range, link: new LeasedLink(this.member(peerId).link) };
+    const peer = this.member(peerId);
+    const latencies = this.latencyMap(peer);
+    let latency = latencies.get(key(range));
+    if (!latency) latencies.set(key(range), (latency = new HopLatency()));
+    return { peerId, range, link: new LeasedLink(peer.link), latency };
   }
 
   private member(id: string): MeshPeer {
@@ -207,14 +315,44 @@ export class Mesh implements RouteProvider {
     return peer;
   }
 
+  /** The plan over the members; with `ignoreQuarantine`, as if no peer were quarantined. */
+  private planOver(ignoreQuarantine: boolean): RoutePlan {
+    const options = this.planOptions(ignoreQuarantine);
+    try {
+      return planRoute(this.planModel(), this.peerInfos(ignoreQuarantine), options);
+    } catch (error) {
+      if (error instanceof PlanError) throw new RouteUnavailableError(error.reason);
+      throw error;
+    }
+  }
+
+  /** Hops of the quarantine-blind plan whose peer is quarantined (empty when that plan fails too). */
+  private quarantinedHops(): { range: LayerRange; peer: MeshPeer }[] {
+    let plan: RoutePlan;
+    try {
+      plan = this.planOver(true);
+    } catch {
+      return [];
+    }
+    return plan.hops.flatMap((hop) => {
+      const peer = this.members.get(hop.peerId);
+      return peer?.quarantine ? [{ range: hop.range, peer }] : [];
+    });
+  }
+
   private planModel() {
     return { numLayers: this.model.config.numLayers, bytesPerLayer: this.model.bytesPerLayer, headBytes: this.model.headBytes };
   }
 
-  private planOptions(): PlanOptions {
+  private planOptions(ignoreQuarantine = false): PlanOptions {
+    const { headLayers, headBudgetBytes } = this.options;
     const head = this.members.get(HEAD_PEER_ID);
-    if (!head) return { ...this.options, headLayers: 'none' };
-    return { ...this.options, headBudgetBytes: this.options.headBudgetBytes ?? head.memoryBudgetBytes };
+    if (!head) return { headLayers: 'none' };
+    if (head.quarantine && !ignoreQuarantine) {
+      if (headLayers !== 'auto' && headLayers !== 'none') throw new RouteUnavailableError(`layers ${rangeText(headLayers)} are the head's (--head-layers) and the head is quarantined (${head.quarantine.reason})`);
+      return { headLayers: 'none' };
+    }
+    return { headLayers, headBudgetBytes: headBudgetBytes ?? head.memoryBudgetBytes };
   }
 
   /** Whether `peer` announced the model's weight format (a 2.0 peer serves only the float format equal to the dtype). */
@@ -223,10 +361,10 @@ export class Mesh implements RouteProvider {
     return formats.includes(this.model.weights.format);
   }
 
-  private peerInfos(): PeerInfo[] {
+  private peerInfos(ignoreQuarantine = false): PeerInfo[] {
     return this.peers
       .filter((p) => p.id !== HEAD_PEER_ID && this.servesFormat(p))
-      .map((p) => ({ id: p.id, memoryBudgetBytes: p.memoryBudgetBytes, runtime: p.runtime === 'browser' ? 'browser' : 'node' }));
+      .map((p) => ({ id: p.id, memoryBudgetBytes: p.memoryBudgetBytes, runtime: p.runtime === 'browser' ? 'browser' : 'node', ready: ignoreQuarantine || !p.quarantine }));
   }
 
   private changed(): void {

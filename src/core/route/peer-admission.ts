@@ -5,6 +5,7 @@
  */
 import type { ControlMessage, ErrorMessage, HelloMessage } from '../../shared/control.ts';
 import { isCompatibleVersion, PROTOCOL_VERSION } from '../../shared/protocol.ts';
+import { sameToken } from '../../shared/same-token.ts';
 import { HEAD_PEER_ID } from './plan-route.ts';
 
 export interface AdmissionPolicy {
@@ -26,12 +27,7 @@ export function isLoopbackAddress(address: string | undefined): boolean {
 
 export type Admission = { readonly ok: true; readonly hello: HelloMessage } | { readonly ok: false; readonly error: ErrorMessage };
 
-/** Compare without an early exit, so timing does not reveal how much of a token matched. */
-export function sameToken(a: string, b: string): boolean {
-  let diff = a.length ^ b.length;
-  for (let i = 0; i < Math.max(a.length, b.length); i++) diff |= (a.charCodeAt(i) | 0) ^ (b.charCodeAt(i) | 0);
-  return diff === 0;
-}
+export { sameToken } from '../../shared/same-token.ts';
 
 export function admitHello(message: ControlMessage, policy: AdmissionPolicy, remoteAddress?: string): Admission {
   const refuse = (code: ErrorMessage['code'], text: string): Admission => ({ ok: false, error: { kind: 'error', id: message.id, code, message: text } });

@@ -1,4 +1,4 @@
-/** Errors a Route Session ends with. Mapped to HTTP statuses once, at the edge. */
+/** Errors a Route Session (or the session table) ends with. Mapped to HTTP statuses once, at the edge. */
 
 /** No peer (and not the head) can serve a layer range the route needs. */
 export class RouteUnavailableError extends Error {
@@ -18,5 +18,48 @@ export class HopFailedError extends Error {
     message: string,
   ) {
     super(`hop ${hop} (peer ${peerId}): ${message}`);
+  }
+}
+
+/** A hop did not answer within its deadline (derived from its recent latency, at least the floor). */
+export class HopDeadlineError extends Error {
+  override readonly name = 'HopDeadlineError';
+  constructor(
+    readonly hop: number,
+    readonly peerId: string,
+    readonly deadlineMs: number,
+  ) {
+    super(`hop ${hop} (peer ${peerId}) did not answer within ${Math.round(deadlineMs)} ms`);
+  }
+}
+
+/** Every session slot (`--max-sessions`) is taken. */
+export class SessionLimitError extends Error {
+  override readonly name = 'SessionLimitError';
+  readonly code = 'session_limit';
+  constructor(readonly limit: number) {
+    super(`the server is running its maximum of ${limit} sessions; retry shortly`);
+  }
+}
+
+/** `--min-peers` were not there within `--peer-wait`. */
+export class PeerWaitError extends Error {
+  override readonly name = 'PeerWaitError';
+  readonly code = 'route_unavailable';
+  constructor(
+    readonly wanted: number,
+    readonly joined: number,
+    readonly waitedMs: number,
+  ) {
+    super(`waited ${Math.round(waitedMs / 1000)} s for ${wanted} peer(s) to join, ${joined} did; open /peer in a browser or start 'meshnet peer'`);
+  }
+}
+
+/** The head is shutting down: live sessions are cancelled and new ones refused. */
+export class ShuttingDownError extends Error {
+  override readonly name = 'ShuttingDownError';
+  readonly code = 'shutting_down';
+  constructor() {
+    super('the server is shutting down');
   }
 }

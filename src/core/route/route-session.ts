@@ -3,28 +3,33 @@
  *
  * The head embeds and samples; hops run layer ranges. For each hop the session records the
  * activations it sent (HopHistory), so a hop that answers `cache_miss` is rebuilt by replaying
- * its history as one prefill, and a hop whose link drops or times out is replaced (another
- * peer, loading that range on demand, or the head) and rebuilt the same way. Only that hop
- * recomputes; the tokens are unchanged.
+ * its history as one prefill, and a hop whose peer is lost, hangs past its deadline or answers
+ * something unusable is replaced (another peer, loading that range on demand, or the head) and
+ * rebuilt the same way; a hung or faulty peer is also reported to the route provider, which
+ * quarantines it. Only that hop recomputes; the tokens are unchanged. `classifyHopFailure`
+ * decides which failure is which.
  *
- * Finish, error and abort share one close path that runs exactly once: no frame is sent after
- * it starts, every hop gets a release (its answer is recorded in telemetry), and every link
- * the session was given is closed.
+ * Finish, error and abort share one end: the outcome and finish time are recorded at once
+ * (`onSettled`; a client's abort settles synchronously), then — in the background, never
+ * holding up the client — every hop gets a release (its answer is recorded in telemetry) and
+ * every link the session was given is closed; `closed` resolves when that is done. No frame is
+ * sent once the end has begun.
  */
 import { decodeFrame, encodeFrame } from '../frames/frame-codec.ts';
 import { assertFiniteActivations } from '../frames/finite-activations.ts';
-import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
+import { sleep, systemClock, type Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
-import { isLinkFailure } from '../runtime/peer-link.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
-import { Sampler, StopChecker, StopStringMatcher, type FinishReason, type SamplingParams } from '../sampling/index.ts';
-import { isProtocolError } from '../../shared/protocol-error.ts';
-import { backoffDelays } from './backoff.ts';
-import { HopHistory } from './hop-history.ts';
-import { HopFailedError, RouteUnavailableError } from './route-errors.ts';
-import type { HopLease, RouteProvider, SessionEvent, SessionTelemetry } from './route-types.ts';
+import type { SamplingParams } from '../sampling/index.ts';
 import { lastPositions } from './activations-slice.ts';
+import { backoffDelays } from './backoff.ts';
+import { classifyHopFailure, quarantines, type HopFailure } from './hop-failure.ts';
+import { HopHistory } from './hop-history.ts';
+import { HopLatency } from './hop-latency.ts';
+import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
+import type { HopLease, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
+import { TokenOutput } from './token-output.ts';
 
 export interface RouteSessionRequest {
   readonly sessionId: string; // a lowercase UUID
@@ -33,66 +38,70 @@ export interface RouteSessionRequest {
   readonly stopStrings?: readonly string[];
 }
 
-export interface RouteSessionDeps {
+/** How hard a session tries before it gives up on a hop. */
+export interface SessionPolicy {
+  /** Replacements tried per hop per step before the route counts as unavailable (default 3). */
+  readonly maxReplacements?: number;
+  /** Cache-miss rebuilds per hop per step before the hop counts as lost (default 2). */
+  readonly maxRebuilds?: number;
+  /** Back-off before each replacement (default 50 ms doubling to 1 s). */
+  readonly backoff?: { readonly baseMs: number; readonly maxMs: number };
+  /** Release answers are awaited this long, in the background (default 5 s). */
+  readonly releaseTimeoutMs?: number;
+  /**
+   * The floor of every hop's deadline, ms (`--hop-timeout`). A frame gets at least this long,
+   * more when the hop's recent latency times its positions says so; the first frame on a newly
+   * loaded range has none. Undefined: no deadlines (complete-model mode has nobody to replace).
+   */
+  readonly hopTimeoutMs?: number;
+}
+
+export interface RouteSessionDeps extends SessionPolicy {
   readonly head: HeadRunner;
   readonly route: RouteProvider;
   readonly vocabSize: number;
   /** Turns tokens into text deltas; without it events carry empty text. */
   readonly tokenizer?: TextTokenizer;
-  /** Replacements tried per lost hop before giving up (default 3). */
-  readonly maxReplacements?: number;
-  /** Cache-miss rebuilds allowed per hop per step before the hop counts as failed (default 2). */
-  readonly maxRebuilds?: number;
-  readonly backoff?: { readonly baseMs: number; readonly maxMs: number };
-  /** Release answers are awaited this long at close (default 5 s). */
-  readonly releaseTimeoutMs?: number;
-  readonly now?: () => number;
+  /** Time and timers (deadlines, back-off, telemetry); the system clock by default. */
+  readonly clock?: Clock;
   /** Observes telemetry changes (dashboard, metrics): after every frame a hop answers, every token, every repair and the close. */
   readonly onUpdate?: (telemetry: SessionTelemetry) => void;
+  /** Called once, synchronously, when the outcome is recorded (before the hops are released). */
+  readonly onSettled?: (telemetry: SessionTelemetry) => void;
 }
 
 interface HopState {
   lease: HopLease;
+  latency: HopLatency;
   readonly history: HopHistory;
   stale: boolean; // the peer lacks this session's KV: replay the history before the next step
 }
 
-/**
- * Frame request ids are unique across every session of this head: sessions share each
- * peer's socket, and a link pairs answers with requests by this id alone. (u32, wraps.)
- */
-let lastRequestId = 0;
-function nextRequestId(): number {
-  lastRequestId = lastRequestId >= 0xffffffff ? 1 : lastRequestId + 1;
-  return lastRequestId;
-}
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
-  });
+type Outcome = Exclude<SessionOutcome, 'running'>;
 
 export class RouteSession implements AsyncIterable<SessionEvent> {
   readonly telemetry: SessionTelemetry;
+  /** Resolves when every hop was released (or its release timed out) and every link closed. */
+  readonly closed: Promise<void>;
+  private markClosed!: () => void;
   private readonly controller = new AbortController();
   private hops: HopState[] = [];
-  private readonly leases: HopLease[] = []; // every lease handed to this session, to close
+  private readonly leases: HopLease[] = []; // every lease handed to this session, to release
   private readonly banned = new Set<string>();
   private closing: Promise<void> | undefined;
-  private framesAfterClose = 0;
-  private readonly now: () => number;
+  private readonly clock: Clock;
+  private readonly detach: () => void;
 
   constructor(
     private readonly deps: RouteSessionDeps,
     private readonly request: RouteSessionRequest,
     signal?: AbortSignal,
   ) {
-    this.now = deps.now ?? Date.now;
+    this.clock = deps.clock ?? systemClock;
+    this.closed = new Promise((resolve) => (this.markClosed = resolve));
     this.telemetry = {
       sessionId: request.sessionId,
-      startedAt: this.now(),
+      startedAt: this.clock.now(),
       promptTokens: request.promptIds.length,
       completionTokens: 0,
       outcome: 'running',
@@ -100,123 +109,129 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       repairs: [],
       releases: [],
     };
-    if (signal) {
-      if (signal.aborted) this.controller.abort(signal.reason);
-      else signal.addEventListener('abort', () => this.controller.abort(signal.reason), { once: true });
-    }
+    const onAbort = () => this.abort(signal!.reason);
+    this.detach = () => signal?.removeEventListener('abort', onAbort);
+    if (signal?.aborted) this.abort(signal.reason);
+    else signal?.addEventListener('abort', onAbort, { once: true });
   }
 
   get sessionId(): string {
     return this.request.sessionId;
   }
 
-  /** Frames this session tried to send after its close began (always 0; tests check it). */
-  get framesSentAfterClose(): number {
-    return this.framesAfterClose;
-  }
-
-  /** Abort the session: no new frames; close runs (releases, links) once. */
+  /** Abort: the session settles as cancelled at once, sends no new frame, and releases its hops. */
   abort(reason: unknown = new DOMException('the session was aborted', 'AbortError')): void {
-    this.controller.abort(reason);
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+    void this.close('cancelled');
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<SessionEvent> {
     const signal = this.controller.signal;
-    const { params } = this.request;
-    const sampler = new Sampler(params, this.deps.vocabSize);
-    const stop = new StopChecker(params);
-    const decoder = this.deps.tokenizer ? new StreamDecoder(this.deps.tokenizer) : undefined;
-    const matcher = this.request.stopStrings?.length ? new StopStringMatcher(this.request.stopStrings) : undefined;
-    const generated: number[] = [];
-    let outcome: 'finished' | 'cancelled' | 'error' = 'error';
+    const { promptIds } = this.request;
     try {
-      if (this.request.promptIds.length === 0) throw new RangeError('the prompt has no tokens');
-      this.hops = (await this.deps.route.route(signal)).map((lease) => this.adopt(lease));
-      let hidden = await this.forward(await this.deps.head.embed(this.request.promptIds), 0, signal);
-      let position = this.request.promptIds.length;
+      if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
+      const output = new TokenOutput(this.request.params, this.deps.vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings);
+      await this.openRoute(signal);
+      let fed: readonly number[] = promptIds; // tokens whose positions the next step fills
+      let position = 0;
       for (;;) {
+        const hidden = await this.step(fed, position, signal);
+        position += fed.length;
         signal.throwIfAborted();
-        const token = sampler.sample(await this.deps.head.logits(hidden), { prompt: this.request.promptIds, generated });
-        generated.push(token.tokenId);
-        this.telemetry.completionTokens = generated.length;
-        this.telemetry.timeToFirstTokenMs ??= this.now() - this.telemetry.startedAt;
-        let finishReason: FinishReason | undefined = stop.check(token.tokenId, generated.length);
-        let text = '';
-        if (finishReason !== 'stop') {
-          const delta = decoder?.push(token.tokenId) ?? '';
-          const matched = matcher ? matcher.push(delta) : { emit: delta, stopped: false };
-          text = matched.emit;
-          if (matched.stopped) finishReason = 'stop';
-          yield { type: 'token', tokenId: token.tokenId, text, logprob: token.logprob, topLogprobs: token.topLogprobs };
-        }
+        const { token, done } = output.next(await this.deps.head.logits(hidden));
+        this.telemetry.completionTokens = output.generated.length;
+        this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;
+        if (token) yield token;
         this.deps.onUpdate?.(this.telemetry);
-        if (finishReason) {
-          const stoppedByString = matcher?.stopped ?? false;
-          let tail = '';
-          if (!stoppedByString) {
-            const rest = decoder?.flush() ?? '';
-            tail = matcher ? matcher.push(rest).emit + (matcher.stopped ? '' : matcher.flush()) : rest;
-          }
-          outcome = 'finished';
-          yield { type: 'done', finishReason, text: tail, usage: { promptTokens: this.request.promptIds.length, completionTokens: generated.length } };
+        if (done) {
+          this.settle('finished');
+          yield done;
           return;
         }
-        hidden = await this.forward(await this.deps.head.embed([token.tokenId]), position, signal);
-        position += 1;
+        fed = [token!.tokenId];
       }
     } catch (error) {
-      if (signal.aborted) {
-        outcome = 'cancelled';
-        throw signal.reason;
-      }
-      this.telemetry.error = error instanceof Error ? error.message : String(error);
+      if (signal.aborted) throw signal.reason;
+      this.settle('error', error);
       throw error;
     } finally {
-      // Reached on finish, error, abort, and when the consumer stops iterating early.
-      if (outcome !== 'finished' && !signal.aborted && this.telemetry.error === undefined) outcome = 'cancelled';
-      await this.close(outcome);
+      // Reached on finish, error, abort, and when the consumer stops iterating early. The
+      // releases run in the background: the consumer is answered now.
+      void this.close('cancelled');
     }
   }
 
-  /** The one close path: stop sending, release every hop, close every lease. Runs once. */
-  close(outcome: 'finished' | 'cancelled' | 'error' = 'cancelled'): Promise<void> {
-    this.closing ??= this.runClose(outcome);
+  /**
+   * End the session (idempotent): record `outcome` unless one was recorded, stop sending, and
+   * release every hop and close every lease in the background. Returns `closed`.
+   */
+  close(outcome: Outcome = 'cancelled'): Promise<void> {
+    this.settle(outcome);
+    this.closing ??= this.releaseAll();
     return this.closing;
   }
 
-  private async runClose(outcome: 'finished' | 'cancelled' | 'error'): Promise<void> {
-    if (!this.controller.signal.aborted) this.controller.abort(new DOMException('the session closed', 'AbortError'));
+  /**
+   * One step of the route: embed `tokens` (positions `position…`), send them through every hop
+   * in order, and return the last hop's hidden states [1, tokens.length, H]. The unit a
+   * multi-token, batched or verification step replaces.
+   */
+  private async step(tokens: readonly number[], position: number, signal: AbortSignal): Promise<Activations> {
+    let hidden = await this.deps.head.embed(tokens);
+    // The head's own output is checked too, so a refusal of a frame it sends is the peer's fault.
+    assertFiniteActivations(hidden);
+    for (let i = 0; i < this.hops.length; i++) hidden = await this.runHop(i, hidden, position, signal);
+    return hidden;
+  }
+
+  private settle(outcome: Outcome, error?: unknown): void {
+    if (this.telemetry.outcome !== 'running') return;
     this.telemetry.outcome = outcome;
-    const timeout = this.deps.releaseTimeoutMs ?? 5000;
-    await Promise.all(
-      this.leases.map(async (lease) => {
-        try {
-          const answer = await lease.link.control({ kind: 'release', sessionId: this.request.sessionId }, AbortSignal.timeout(timeout));
-          const freedEntries = answer.kind === 'released' ? answer.freedEntries : undefined;
-          this.telemetry.releases.push({ peerId: lease.peerId, freedEntries });
-        } catch (error) {
-          this.telemetry.releases.push({ peerId: lease.peerId, error: error instanceof Error ? error.message : String(error) });
-        }
-        await lease.link.close('session closed');
-      }),
-    );
-    this.telemetry.finishedAt = this.now();
+    if (error !== undefined) this.telemetry.error = error instanceof Error ? error.message : String(error);
+    this.telemetry.finishedAt = this.clock.now();
     this.deps.onUpdate?.(this.telemetry);
+    this.deps.onSettled?.(this.telemetry);
+  }
+
+  private async releaseAll(): Promise<void> {
+    if (!this.controller.signal.aborted) this.controller.abort(new DOMException('the session closed', 'AbortError'));
+    this.detach();
+    const timeoutMs = this.deps.releaseTimeoutMs ?? 5000;
+    await Promise.all(this.leases.map((lease) => this.release(lease, timeoutMs)));
+    this.deps.onUpdate?.(this.telemetry);
+    this.markClosed();
+  }
+
+  private async release(lease: HopLease, timeoutMs: number): Promise<void> {
+    const timeout = new AbortController();
+    const cancel = this.clock.setTimeout(() => timeout.abort(new Error(`no 'released' within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      const answer = await lease.link.control({ kind: 'release', sessionId: this.request.sessionId }, timeout.signal);
+      this.telemetry.releases.push({ peerId: lease.peerId, freedEntries: answer.kind === 'released' ? answer.freedEntries : undefined });
+    } catch (error) {
+      this.telemetry.releases.push({ peerId: lease.peerId, error: error instanceof Error ? error.message : String(error) });
+    } finally {
+      cancel();
+    }
+    await lease.link.close('session closed');
+  }
+
+  private async openRoute(signal: AbortSignal): Promise<void> {
+    const leases = await this.deps.route.route(signal);
+    if (this.closing) {
+      for (const lease of leases) void lease.link.close('the session closed');
+      signal.throwIfAborted();
+    }
+    this.hops = leases.map((lease) => this.adopt(lease));
   }
 
   private adopt(lease: HopLease): HopState {
     this.leases.push(lease);
     this.telemetry.hops.push({ peerId: lease.peerId, range: lease.range, frames: 0, tokens: 0, totalMs: 0, lastMs: 0, kvPositions: 0 });
-    return { lease, history: new HopHistory(), stale: false };
+    return { lease, latency: lease.latency ?? new HopLatency(), history: new HopHistory(), stale: false };
   }
 
-  /** Send `hidden` (positions from `position`) through every hop in order. */
-  private async forward(hidden: Activations, position: number, signal: AbortSignal): Promise<Activations> {
-    let current = hidden;
-    for (let i = 0; i < this.hops.length; i++) current = await this.runHop(i, current, position, signal);
-    return current;
-  }
-
+  /** Send `hidden` (positions from `position`) to hop `index`, repairing the hop until it answers. */
   private async runHop(index: number, hidden: Activations, position: number, signal: AbortSignal): Promise<Activations> {
     const hop = this.hops[index];
     hop.history.record(position, hidden);
@@ -235,39 +250,45 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
         return await this.send(index, hidden, position, signal);
       } catch (error) {
         if (signal.aborted) throw signal.reason;
-        if (isProtocolError(error, 'cache_miss') && rebuilds < maxRebuilds) {
-          rebuilds++;
-          hop.stale = true;
-          this.repair('cache_miss', index, hop.lease.peerId, undefined, error.message);
-          continue;
+        let failure = classifyHopFailure(error);
+        if (failure.kind === 'cache_miss') {
+          if (rebuilds < maxRebuilds) {
+            rebuilds++;
+            hop.stale = true;
+            this.repair('cache_miss', index, hop.lease.peerId, undefined, failure.reason);
+            continue;
+          }
+          failure = { kind: 'lost', reason: `${failure.reason} (still missing after ${rebuilds} rebuilds)` };
         }
-        if ((isLinkFailure(error) || isProtocolError(error, 'not_ready') || isProtocolError(error, 'unknown_session')) && replacements < maxReplacements) {
-          replacements++;
-          await this.replaceHop(index, replacements, error, signal);
-          continue;
-        }
-        if (isLinkFailure(error)) throw new RouteUnavailableError(`layers [${hop.lease.range.start}, ${hop.lease.range.end}) lost ${replacements} peers: ${(error as Error).message}`);
-        throw error;
+        if (failure.kind === 'fatal') throw error;
+        const { start, end } = hop.lease.range;
+        if (replacements >= maxReplacements) throw new RouteUnavailableError(`layers [${start}, ${end}) lost ${replacements} peers: ${failure.reason}`);
+        replacements++;
+        if (quarantines(failure)) this.deps.route.reportFault?.(hop.lease.peerId, hop.lease.range, failure);
+        await this.replaceHop(index, replacements, failure, signal);
       }
     }
   }
 
-  private async replaceHop(index: number, attempt: number, cause: unknown, signal: AbortSignal): Promise<void> {
+  private async replaceHop(index: number, attempt: number, failure: HopFailure, signal: AbortSignal): Promise<void> {
     const hop = this.hops[index];
     const lost = hop.lease.peerId;
+    const { start, end } = hop.lease.range;
     this.banned.add(lost);
     const delays = backoffDelays({ baseMs: this.deps.backoff?.baseMs ?? 50, maxMs: this.deps.backoff?.maxMs ?? 1000, attempts: attempt });
-    await sleep(delays[attempt - 1], signal);
+    await sleep(this.clock, delays[attempt - 1], signal);
     const lease = await this.deps.route.replace(hop.lease.range, this.banned, signal);
-    if (!lease) {
-      const { start, end } = hop.lease.range;
-      throw new RouteUnavailableError(`no peer can take layers [${start}, ${end}) after losing ${lost} (${cause instanceof Error ? cause.message : String(cause)})`);
+    if (!lease) throw new RouteUnavailableError(`no peer can take layers [${start}, ${end}) after losing ${lost} (${failure.reason})`);
+    if (this.closing) {
+      void lease.link.close('the session closed');
+      signal.throwIfAborted();
     }
     this.leases.push(lease);
     hop.lease = lease;
+    hop.latency = lease.latency ?? new HopLatency();
     hop.stale = true;
     this.telemetry.hops[index].peerId = lease.peerId;
-    this.repair('replaced', index, lease.peerId, lost, cause instanceof Error ? cause.message : String(cause));
+    this.repair('replaced', index, lease.peerId, lost, `${failure.kind}: ${failure.reason}`);
   }
 
   private repair(kind: 'cache_miss' | 'replaced', hop: number, peerId: string, lostPeerId: string | undefined, reason: string): void {
@@ -276,29 +297,39 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     this.deps.onUpdate?.(this.telemetry);
   }
 
-  /** One frame to one hop and its validated answer. */
+  /** One frame to one hop and its validated answer; a late answer is a HopDeadlineError. */
   private async send(index: number, hidden: Activations, position: number, signal: AbortSignal): Promise<Activations> {
-    if (this.closing) {
-      this.framesAfterClose++;
-      throw new DOMException('the session is closing', 'AbortError');
+    if (this.closing) throw new DOMException('the session is closing', 'AbortError');
+    const hop = this.hops[index];
+    const { lease } = hop;
+    let frame: Uint8Array;
+    try {
+      // The request id is the link's to stamp (it pairs answers on its socket).
+      frame = encodeFrame({ kind: position === 0 ? 'prefill' : 'decode', requestId: 0, sessionId: this.request.sessionId, startPosition: position, range: lease.range, activations: hidden });
+    } catch (error) {
+      throw new Error(`the head could not encode a frame for hop ${index}`, { cause: error });
     }
-    const { lease } = this.hops[index];
-    const requestId = nextRequestId();
-    const frame = encodeFrame({
-      kind: position === 0 ? 'prefill' : 'decode',
-      requestId,
-      sessionId: this.request.sessionId,
-      startPosition: position,
-      range: lease.range,
-      activations: hidden,
-    });
-    const started = this.now();
-    const answer = decodeFrame(await lease.link.request(frame, signal));
-    const ms = this.now() - started;
+    const deadlineMs = this.deps.hopTimeoutMs === undefined ? undefined : hop.latency.deadlineMs(hidden.tokens, this.deps.hopTimeoutMs);
+    const started = this.clock.now();
+    const bytes = await this.requestWithin(index, lease, frame, signal, deadlineMs);
+    const ms = this.clock.now() - started;
     const fail = (problem: string) => new HopFailedError(index, lease.peerId, problem);
-    if (answer.kind !== 'result' || answer.requestId !== requestId || answer.sessionId !== this.request.sessionId) throw fail('answered with a frame for another request');
-    if (answer.activations.tokens !== hidden.tokens || answer.activations.hiddenSize !== hidden.hiddenSize) throw fail('answered with activations of the wrong shape');
-    assertFiniteActivations(answer.activations);
+    let answer;
+    try {
+      answer = decodeFrame(bytes);
+    } catch (error) {
+      throw fail(`answered with bytes that are no frame (${error instanceof Error ? error.message : String(error)})`);
+    }
+    if (answer.kind !== 'result' || answer.sessionId !== this.request.sessionId || answer.startPosition !== position) throw fail('answered with a frame for another request');
+    if (answer.activations.tokens !== hidden.tokens || answer.activations.hiddenSize !== hidden.hiddenSize || answer.activations.dtype !== hidden.dtype) {
+      throw fail('answered with activations of the wrong shape');
+    }
+    try {
+      assertFiniteActivations(answer.activations);
+    } catch (error) {
+      throw fail(error instanceof Error ? error.message : String(error));
+    }
+    hop.latency.record(hidden.tokens, ms);
     const t = this.telemetry.hops[index];
     t.frames++;
     t.tokens += hidden.tokens;
@@ -307,5 +338,20 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     t.kvPositions = position + hidden.tokens;
     this.deps.onUpdate?.(this.telemetry); // per frame: a watcher sees each hop at work, not only each token
     return answer.activations;
+  }
+
+  /** `link.request`, aborted with a HopDeadlineError after `deadlineMs` on the session's clock. */
+  private async requestWithin(index: number, lease: HopLease, frame: Uint8Array, signal: AbortSignal, deadlineMs: number | undefined): Promise<Uint8Array> {
+    if (deadlineMs === undefined) return lease.link.request(frame, signal);
+    const deadline = new AbortController();
+    const onAbort = () => deadline.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const cancel = this.clock.setTimeout(() => deadline.abort(new HopDeadlineError(index, lease.peerId, deadlineMs)), deadlineMs);
+    try {
+      return await lease.link.request(frame, deadline.signal);
+    } finally {
+      cancel();
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 }

@@ -5,6 +5,8 @@
 import type { LayerRange } from '../model/types.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { FinishReason, TokenLogprob } from '../sampling/index.ts';
+import type { HopFailure } from './hop-failure.ts';
+import type { HopLatency } from './hop-latency.ts';
 
 /** One hop a session may use: a peer holding `range`, reached through `link`. */
 export interface HopLease {
@@ -12,16 +14,20 @@ export interface HopLease {
   readonly range: LayerRange;
   /** The session's own link to the peer; the session closes it when it is done. */
   readonly link: PeerLink;
+  /** This peer's recent latency on this range (shared across sessions); its deadlines come from it. */
+  readonly latency?: HopLatency;
 }
 
 /**
  * The mesh as a Route Session sees it. `route()` gives hops covering [0, numLayers) in
  * order, every range already loaded; `replace()` gives another peer for a lost hop's range
- * (loading it on demand), or undefined when none can take it.
+ * (loading it on demand), or undefined when none can take it. `reportFault` hears of a peer
+ * that hung or answered something unusable (the mesh quarantines it).
  */
 export interface RouteProvider {
   route(signal?: AbortSignal): Promise<HopLease[]>;
   replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined>;
+  reportFault?(peerId: string, range: LayerRange, failure: HopFailure): void;
 }
 
 export type RepairKind = 'cache_miss' | 'replaced';

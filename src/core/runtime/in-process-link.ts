@@ -5,9 +5,10 @@
  */
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import type { ShardService } from '../peer/shard-peer.ts';
+import type { ShardService } from './shard-service.ts';
 import { untilAborted } from './abort.ts';
-import { LinkClosedError, type PeerLink } from './peer-link.ts';
+import { frameRequestId, FRAME_HEADER_BYTES, stampFrameRequestId } from '../../shared/frame-layout.ts';
+import { LinkAnswerError, LinkClosedError, type PeerLink } from './peer-link.ts';
 
 export class InProcessLink implements PeerLink {
   readonly closed: Promise<void>;
@@ -15,15 +16,26 @@ export class InProcessLink implements PeerLink {
   private closeReason: string | undefined;
   /** Aborted (with a LinkClosedError) by close: pending calls reject at once, as on a socket. */
   private readonly ended = new AbortController();
-  private readonly handlers = new Set<(message: ControlMessage) => void>();
+  private lastRequestId = 0;
 
   constructor(private readonly peer: ShardService) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
   }
 
+  /**
+   * Stamps the frame's request id (in place) and hands the frame itself to the peer (no copy:
+   * it is the link's until the call settles). An answer carrying another id is refused.
+   */
   async request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    const reply = await this.call(() => this.peer.handleFrame(frame.slice()), signal);
+    if (frame.byteLength < FRAME_HEADER_BYTES) throw new RangeError('not an activation frame');
+    const requestId = (this.lastRequestId = this.lastRequestId >= 0xffffffff ? 1 : this.lastRequestId + 1);
+    stampFrameRequestId(frame, requestId);
+    const reply = await this.call(() => this.peer.handleFrame(frame), signal);
     if ('error' in reply) throw errorFromControlMessage(reply.error);
+    const answered = frameRequestId(reply.frame);
+    if (answered !== requestId) {
+      throw new LinkAnswerError(answered === undefined ? `request ${requestId} was answered with ${reply.frame.byteLength} bytes, which are no frame` : `request ${requestId} was answered with the frame of request ${answered}`);
+    }
     return reply.frame;
   }
 
@@ -33,15 +45,9 @@ export class InProcessLink implements PeerLink {
     return answer;
   }
 
-  onMessage(handler: (message: ControlMessage) => void): () => void {
-    this.handlers.add(handler);
-    return () => this.handlers.delete(handler);
-  }
-
   async close(reason = 'closed by the head'): Promise<void> {
     if (this.closeReason !== undefined) return;
     this.closeReason = reason;
-    this.handlers.clear();
     this.ended.abort(new LinkClosedError(reason));
     this.markClosed();
   }

@@ -28,10 +28,15 @@ export class KvState<T> {
   private heldBytes = 0;
   private disposed = false;
 
+  /**
+   * `onBytes` hears every change of `bytes` (the delta), so an owner can keep a running total
+   * instead of summing its states.
+   */
   constructor(
     readonly sessionId: string,
     readonly range: LayerRange,
     private readonly ops: KvTensorOps<T>,
+    private readonly onBytes?: (delta: number) => void,
   ) {}
 
   /** Number of positions held (the same for every layer). */
@@ -104,11 +109,16 @@ export class KvState<T> {
     const old = this.layers.get(layer);
     if (old) this.free(old);
     this.layers.set(layer, next);
-    this.heldBytes += this.ops.bytes(next.key) + this.ops.bytes(next.value);
+    this.count(this.ops.bytes(next.key) + this.ops.bytes(next.value));
+  }
+
+  private count(delta: number): void {
+    this.heldBytes += delta;
+    this.onBytes?.(delta);
   }
 
   private free(kv: LayerKv<T>): void {
-    this.heldBytes -= this.ops.bytes(kv.key) + this.ops.bytes(kv.value);
+    this.count(-(this.ops.bytes(kv.key) + this.ops.bytes(kv.value)));
     this.ops.dispose(kv.key);
     this.ops.dispose(kv.value);
   }

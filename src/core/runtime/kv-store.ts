@@ -2,11 +2,13 @@
  * One KvStore per peer: it owns every session's KvState on that peer, the memory budget
  * for KV, and least-recently-used eviction. An evicted session's next step finds no state
  * (a cache miss) and the Route Session rebuilds it.
+ *
+ * Per frame it builds no strings and sums nothing: states are found by session id, then by
+ * range (a session holds one state per range, usually one), and the byte total is kept
+ * running from each state's own changes.
  */
 import type { LayerRange } from '../model/types.ts';
 import { KvState, type KvTensorOps } from './kv-state.ts';
-
-const rangeKey = (r: LayerRange) => `${r.start}:${r.end}`;
 
 export interface KvStoreStats {
   readonly entries: number;
@@ -15,11 +17,18 @@ export interface KvStoreStats {
   readonly evictions: number;
 }
 
+const sameRange = (a: LayerRange, b: LayerRange) => a.start === b.start && a.end === b.end;
+
 export class KvStore<T> {
-  // Map iteration order is insertion order: re-inserting on use keeps it LRU-ordered.
-  private readonly states = new Map<string, KvState<T>>();
-  private evictions = 0;
+  // Set iteration order is insertion order: re-inserting on use keeps it LRU-ordered.
+  private readonly lru = new Set<KvState<T>>();
+  private readonly bySession = new Map<string, KvState<T>[]>();
   private readonly pins = new Map<KvState<T>, number>();
+  private evictions = 0;
+  private total = 0;
+  private readonly onBytes = (delta: number) => {
+    this.total += delta;
+  };
 
   constructor(
     private readonly ops: KvTensorOps<T>,
@@ -28,41 +37,36 @@ export class KvStore<T> {
 
   /** The state of a session on a range, created empty when absent. Marks it most recently used. */
   acquire(sessionId: string, range: LayerRange): KvState<T> {
-    const key = `${sessionId}@${rangeKey(range)}`;
-    let state = this.states.get(key);
-    if (state) this.states.delete(key);
-    else state = new KvState(sessionId, range, this.ops);
-    this.states.set(key, state);
+    const found = this.find(sessionId, range);
+    if (found) return found;
+    const state = new KvState(sessionId, range, this.ops, this.onBytes);
+    const states = this.bySession.get(sessionId);
+    if (states) states.push(state);
+    else this.bySession.set(sessionId, [state]);
+    this.lru.add(state);
     return state;
   }
 
   /** The state if present (and marks it used), without creating one. */
   find(sessionId: string, range: LayerRange): KvState<T> | undefined {
-    const key = `${sessionId}@${rangeKey(range)}`;
-    const state = this.states.get(key);
+    const state = this.bySession.get(sessionId)?.find((s) => sameRange(s.range, range));
     if (!state) return undefined;
-    this.states.delete(key);
-    this.states.set(key, state);
+    this.lru.delete(state);
+    this.lru.add(state);
     return state;
   }
 
   /** Dispose one state (e.g. one a failed prefill left empty). */
   discard(state: KvState<T>): void {
-    const key = `${state.sessionId}@${rangeKey(state.range)}`;
-    if (this.states.get(key) === state) this.states.delete(key);
+    this.forget(state);
     state.dispose();
   }
 
   /** Dispose every state the session holds here. Returns how many were freed. */
   release(sessionId: string): number {
-    let freed = 0;
-    for (const [key, state] of [...this.states]) {
-      if (state.sessionId !== sessionId) continue;
-      state.dispose();
-      this.states.delete(key);
-      freed++;
-    }
-    return freed;
+    const states = this.bySession.get(sessionId) ?? [];
+    for (const state of [...states]) this.discard(state);
+    return states.length;
   }
 
   /**
@@ -81,13 +85,11 @@ export class KvStore<T> {
 
   /** Evict least recently used states (never `keep`, never a pinned one) until KV fits the budget. */
   enforceBudget(keep?: KvState<T>): void {
-    let bytes = this.bytes;
-    for (const [key, state] of this.states) {
-      if (bytes <= this.budgetBytes) return;
+    if (this.total <= this.budgetBytes) return;
+    for (const state of [...this.lru]) {
+      if (this.total <= this.budgetBytes) return;
       if (state === keep || this.pins.has(state)) continue;
-      bytes -= state.bytes;
-      state.dispose();
-      this.states.delete(key);
+      this.discard(state);
       this.evictions++;
     }
   }
@@ -97,24 +99,30 @@ export class KvStore<T> {
     this.enforceBudget();
   }
 
-  /** States held (cheap: no byte count). */
+  /** States held. */
   get size(): number {
-    return this.states.size;
+    return this.lru.size;
   }
 
+  /** Bytes held by every state (a running total). */
   get bytes(): number {
-    let total = 0;
-    for (const state of this.states.values()) total += state.bytes;
-    return total;
+    return this.total;
   }
 
   stats(): KvStoreStats {
-    return { entries: this.states.size, bytes: this.bytes, budgetBytes: this.budgetBytes, evictions: this.evictions };
+    return { entries: this.lru.size, bytes: this.total, budgetBytes: this.budgetBytes, evictions: this.evictions };
   }
 
   /** Free everything (peer shutdown). */
   clear(): void {
-    for (const state of this.states.values()) state.dispose();
-    this.states.clear();
+    for (const state of [...this.lru]) this.discard(state);
+  }
+
+  private forget(state: KvState<T>): void {
+    if (!this.lru.delete(state)) return;
+    const states = this.bySession.get(state.sessionId)!;
+    const rest = states.filter((s) => s !== state);
+    if (rest.length > 0) this.bySession.set(state.sessionId, rest);
+    else this.bySession.delete(state.sessionId);
   }
 }

@@ -17,7 +17,7 @@ export class LeasedLink implements PeerLink {
     void shared.closed.then(() => this.end('the peer link closed'));
   }
 
-  get isClosed(): boolean {
+  private get isClosed(): boolean {
     return this.ended.signal.aborted;
   }
 
@@ -27,12 +27,6 @@ export class LeasedLink implements PeerLink {
 
   control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
     return this.guard((s) => this.shared.control(message, s), signal);
-  }
-
-  onMessage(handler: (message: ControlMessage) => void): () => void {
-    const off = this.shared.onMessage(handler);
-    this.ended.signal.addEventListener('abort', off, { once: true });
-    return off;
   }
 
   async close(reason = 'lease closed'): Promise<void> {

@@ -3,13 +3,14 @@
  * load the packed weights from the checkpoint, create the session on the first provider
  * that works, and wrap it.
  */
-import type { ByteSource } from './byte-source.ts';
+import type { ByteSource } from '../model/byte-source.ts';
 import { loadShardWeights, type ShardArtifact, type ShardManifest } from '../model/shard-artifact.ts';
 import { presentKeyName, presentValueName, type ActivationDtype } from '../model/shard-graph.ts';
 import type { ModelConfig } from '../model/types.ts';
 import { OrtHeadRunner } from './ort-head-runner.ts';
 import { createOrtSession, type CreatedSession, type OrtModule, type OrtSessionOptions, type PackedWeights } from './ort-session.ts';
 import { OrtShardExecutor } from './ort-shard-executor.ts';
+import type { RunQueue } from './run-queue.ts';
 
 export interface OrtLoaderOptions {
   readonly ort: OrtModule;
@@ -18,6 +19,11 @@ export interface OrtLoaderOptions {
   readonly extra?: Record<string, unknown>;
   /** Keep KV outputs on the GPU when the provider is WebGPU. */
   readonly kvOnGpu?: boolean;
+  /**
+   * Every executor this loader creates runs its sessions through this queue, one call at a
+   * time (onnxruntime-web refuses concurrent runs; see RunQueue). Absent: runs may overlap.
+   */
+  readonly runQueue?: RunQueue;
   /**
    * A part's packed weights where the runtime keeps them: Node's artifact cache holds
    * `weights.bin`, handed to onnxruntime-node as the folder (see PackedWeights) or read into
@@ -66,7 +72,7 @@ export async function createShardExecutor(
   const gpuOutputs: string[] = [];
   for (let l = part.range.start; l < part.range.end; l++) gpuOutputs.push(presentKeyName(l), presentValueName(l));
   const { session, provider } = await openWithWeights(graph, weights, options, gpuOutputs);
-  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength);
+  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength, options.runQueue);
 }
 
 /** An executor for a layers artifact, reading its weights from the checkpoint. */

@@ -4,6 +4,7 @@
  * the runtime, so this file imports only types.
  */
 import type * as Ort from 'onnxruntime-common';
+import { WEIGHTS_FILE } from '../model/shard-artifact.ts';
 
 /** The parts of an onnxruntime module meshnet uses. */
 export interface OrtModule {
@@ -11,8 +12,6 @@ export interface OrtModule {
   readonly Tensor: typeof Ort.Tensor;
 }
 
-/** Name of the packed weights file shard graphs reference as external data. */
-export const WEIGHTS_FILE = 'weights.bin';
 
 export class DeviceUnavailableError extends Error {
   override readonly name = 'DeviceUnavailableError';

@@ -16,6 +16,7 @@ import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
 import type { KvState, KvTensorOps, LayerKv } from './kv-state.ts';
 import type { OrtModule } from './ort-session.ts';
+import type { RunQueue } from './run-queue.ts';
 import { CacheMissError, checkActivations, type Activations, type ShardExecutor, type ShardStep } from './shard-executor.ts';
 
 type Tensor = Ort.Tensor;
@@ -56,13 +57,14 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     readonly device: string,
     readonly weights: WeightSpec,
     readonly weightsBytes = 0,
+    /** Runs go through it one at a time when given (onnxruntime-web). */
+    private readonly queue?: RunQueue,
   ) {
     this.kvOps = ortKvOps(ort);
     this.tensorType = dtype === 'fp16' ? 'float16' : 'float32';
   }
 
-  async run(step: ShardStep, kv: KvState<Tensor>, signal?: AbortSignal): Promise<Activations> {
-    signal?.throwIfAborted();
+  async run(step: ShardStep, kv: KvState<Tensor>): Promise<Activations> {
     checkActivations(step.hidden, this.config.hiddenSize);
     if (step.hidden.dtype !== this.dtype) throw new RangeError(`activations are ${step.hidden.dtype}, the shard runs ${this.dtype}`);
     if (kv.length < step.startPosition) throw new CacheMissError(step.sessionId, kv.length, step.startPosition);
@@ -77,7 +79,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
       feeds[pastKeyName(layer)] = past.key;
       feeds[pastValueName(layer)] = past.value;
     }
-    const results = await this.session.run(feeds);
+    const results = await (this.queue ? this.queue.run(() => this.session.run(feeds)) : this.session.run(feeds));
     const present = new Map<number, LayerKv<Tensor>>();
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       present.set(layer, { key: results[presentKeyName(layer)], value: results[presentValueName(layer)] });

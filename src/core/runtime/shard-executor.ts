@@ -4,17 +4,11 @@
  * on the ORT executor in this folder with their runtime's module injected.
  */
 import type { WeightSpec } from '../model/quant/weight-format.ts';
-import type { ActivationDtype } from '../model/shard-graph.ts';
+import type { Activations } from '../model/activations.ts';
 import type { LayerRange } from '../model/types.ts';
-import type { KvState } from './kv-state.ts';
+import type { KvState, KvTensorOps } from './kv-state.ts';
 
-/** Hidden states of `tokens` consecutive positions: [1, tokens, hiddenSize] row-major. */
-export interface Activations {
-  readonly dtype: ActivationDtype;
-  readonly data: Float32Array | Uint16Array; // Uint16Array holds fp16 bits
-  readonly tokens: number;
-  readonly hiddenSize: number;
-}
+export type { Activations } from '../model/activations.ts';
 
 export interface ShardStep {
   readonly sessionId: string;
@@ -35,23 +29,28 @@ export class CacheMissError extends Error {
   }
 }
 
+/**
+ * What a peer (ShardPeer) needs from one loaded shard. The peer owns the executor and
+ * disposes it; the KvState a step reads and appends to belongs to the peer's KvStore, which
+ * frees its tensors through `kvOps`.
+ */
 export interface ShardExecutor<T = unknown> {
   readonly range: LayerRange;
   /** The execution provider actually in use, e.g. 'cpu', 'webgpu', 'wasm', 'cuda'. */
   readonly device: string;
-  readonly dtype: ActivationDtype;
   /** The weight format its graph holds. */
   readonly weights: WeightSpec;
   /** Bytes of weights this executor holds (counted against its peer's memory budget). */
   readonly weightsBytes: number;
+  /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */
+  readonly kvOps: KvTensorOps<T>;
   /**
    * Run the shard over `step.hidden`, appending to `kv`. If `kv` holds more positions than
    * `step.startPosition` it is truncated first (a rollback); if it holds fewer, the step
-   * throws CacheMissError and `kv` is unchanged.
+   * throws CacheMissError and `kv` is unchanged. Activations of another dtype or hidden size
+   * throw RangeError.
    */
-  run(step: ShardStep, kv: KvState<T>, signal?: AbortSignal): Promise<Activations>;
-  /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */
-  readonly kvOps: import('./kv-state.ts').KvTensorOps<T>;
+  run(step: ShardStep, kv: KvState<T>): Promise<Activations>;
   dispose(): Promise<void>;
 }
 

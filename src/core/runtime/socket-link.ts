@@ -6,7 +6,7 @@
  */
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
-import { FRAME_OFFSETS } from '../../shared/frame-layout.ts';
+import { FRAME_HEADER_BYTES, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
 
@@ -21,6 +21,8 @@ export interface SocketLinkOptions {
   readonly timeoutMs?: number;
   /** Called for messages that cannot be parsed (the link stays up; nothing is answered). */
   readonly onProtocolError?: (error: ProtocolError) => void;
+  /** Called for messages that answer nothing (stats or errors a peer sends on its own). */
+  readonly onUnprompted?: (message: ControlMessage) => void;
 }
 
 interface Pending<T> {
@@ -29,17 +31,14 @@ interface Pending<T> {
   cleanup(): void;
 }
 
-const readRequestId = (frame: Uint8Array) =>
-  new DataView(frame.buffer, frame.byteOffset, frame.byteLength).getUint32(FRAME_OFFSETS.requestId, true);
-
 export class SocketLink implements PeerLink {
   readonly closed: Promise<void>;
   private markClosed!: () => void;
   private closeReason: string | undefined;
   private readonly frames = new Map<number, Pending<Uint8Array>>();
   private readonly controls = new Map<string, Pending<ControlMessage>>();
-  private readonly handlers = new Set<(message: ControlMessage) => void>();
   private nextControlId = 1;
+  private lastRequestId = 0;
 
   constructor(
     private readonly socket: LinkSocket,
@@ -52,10 +51,11 @@ export class SocketLink implements PeerLink {
     return this.closeReason !== undefined;
   }
 
+  /** Stamps the frame's request id (in place) with one not in flight on this link, and pairs the answer by it. */
   request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    if (frame.byteLength < FRAME_OFFSETS.requestId + 4) return Promise.reject(new RangeError('not an activation frame'));
-    const requestId = readRequestId(frame);
-    if (this.frames.has(requestId)) return Promise.reject(new RangeError(`request ${requestId} is already in flight`));
+    if (frame.byteLength < FRAME_HEADER_BYTES) return Promise.reject(new RangeError('not an activation frame'));
+    const requestId = this.nextRequestId();
+    stampFrameRequestId(frame, requestId);
     return this.track(this.frames, requestId, `frame request ${requestId}`, signal, () => this.socket.send(frame));
   }
 
@@ -65,28 +65,33 @@ export class SocketLink implements PeerLink {
     return this.track(this.controls, id, `'${message.kind}' message`, signal, () => this.socket.send(text));
   }
 
+  /** u32 ids, wrapping, skipping any still in flight. */
+  private nextRequestId(): number {
+    do this.lastRequestId = this.lastRequestId >= 0xffffffff ? 1 : this.lastRequestId + 1;
+    while (this.frames.has(this.lastRequestId));
+    return this.lastRequestId;
+  }
+
   /** Send a message that expects no answer (replies to the other side's requests, hello). */
   notify(message: ControlMessage): void {
     if (this.isClosed) return;
     this.socket.send(serializeControlMessage(message));
   }
 
-  onMessage(handler: (message: ControlMessage) => void): () => void {
-    this.handlers.add(handler);
-    return () => this.handlers.delete(handler);
-  }
-
   /** Feed one incoming socket message. */
   receive(data: string | Uint8Array): void {
     if (this.isClosed) return;
     if (typeof data !== 'string') {
-      if (data.byteLength < FRAME_OFFSETS.requestId + 4) {
+      const requestId = frameRequestId(data);
+      if (requestId === undefined) {
         this.options.onProtocolError?.(new ProtocolError('bad_frame', `a ${data.byteLength}-byte binary message is not a frame`));
         return;
       }
-      const pending = this.frames.get(readRequestId(data));
+      // An answer for no pending request (a late one, another request's, garbage) is dropped:
+      // the request it should have answered runs into its deadline.
+      const pending = this.frames.get(requestId);
       if (pending) pending.resolve(data);
-      else this.options.onProtocolError?.(new ProtocolError('bad_frame', `result for request ${readRequestId(data)}, which is not pending`));
+      else this.options.onProtocolError?.(new ProtocolError('bad_frame', `result for request ${requestId}, which is not pending`));
       return;
     }
     let message: ControlMessage;
@@ -106,7 +111,7 @@ export class SocketLink implements PeerLink {
       else pending.resolve(message);
       return;
     }
-    for (const handler of this.handlers) handler(message);
+    this.options.onUnprompted?.(message);
   }
 
   /** The socket is gone (closed by the other side or broken). */
@@ -129,7 +134,6 @@ export class SocketLink implements PeerLink {
     this.closeReason = reason;
     const error = new LinkClosedError(reason);
     for (const pending of [...this.frames.values(), ...this.controls.values()]) pending.reject(error);
-    this.handlers.clear();
     this.markClosed();
   }
 

@@ -31,6 +31,8 @@ export interface SampledToken extends TokenLogprob {
   readonly topLogprobs: readonly TokenLogprob[];
 }
 
+const NO_LOGPROBS: readonly TokenLogprob[] = Object.freeze([]);
+
 /**
  * Samples one sequence's tokens. Not shared between sequences: it owns scratch buffers of
  * O(vocabSize) and the RNG whose position advances by exactly one draw per non-greedy sample.
@@ -46,6 +48,8 @@ export class Sampler {
   private readonly counts: Uint32Array; // [vocab], all zero between calls
   private readonly candidates: CandidateScratch;
   private readonly top: Int32Array; // [topLogprobs]
+  /** Temperature 0 with no penalty and no logprobs: the logits need no copy, only an argmax. */
+  private readonly plainGreedy: boolean;
 
   /**
    * `params` are (re)validated (throws SamplingParamError). `vocabSize` is the logits length.
@@ -63,6 +67,8 @@ export class Sampler {
     this.counts = new Uint32Array(vocabSize);
     this.candidates = createCandidateScratch(vocabSize);
     this.top = new Int32Array(this.params.topLogprobs);
+    const p = this.params;
+    this.plainGreedy = p.temperature === 0 && !p.logprobs && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0;
   }
 
   /** Snapshot of the RNG, for resuming this sequence elsewhere with `restoreRng`. */
@@ -73,13 +79,15 @@ export class Sampler {
   /**
    * Chooses the next token from `logits` ([vocab], read only, never modified). -Infinity marks a
    * banned token; NaN or +Infinity throws RangeError, as does a length other than vocabSize, a
-   * history id outside the vocabulary, or every logit being -Infinity.
+   * history id outside the vocabulary, or every logit being -Infinity. `logprob` is NaN and
+   * `topLogprobs` empty unless `params.logprobs` (their normalizer costs a pass over the vocabulary).
    */
   sample(logits: Float32Array, history: TokenHistory): SampledToken {
     const { params, vocabSize, penalized } = this;
     if (logits.length !== vocabSize) {
       throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
     }
+    if (this.plainGreedy) return this.argmax(logits);
     for (let i = 0; i < vocabSize; i++) {
       const l = logits[i];
       if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
@@ -87,7 +95,8 @@ export class Sampler {
     }
     applyPenalties(penalized, history, params, this.counts);
 
-    // One pass: argmax (strict > keeps the lowest id on ties) and the log-softmax normalizer.
+    // Argmax (strict > keeps the lowest id on ties), and the log-softmax normalizer only when
+    // logprobs are asked for: it is a pass of exp() over the whole vocabulary.
     let best = -1;
     let max = -Infinity;
     for (let i = 0; i < vocabSize; i++) {
@@ -97,13 +106,13 @@ export class Sampler {
       }
     }
     if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    const tokenId = params.temperature === 0 ? best : this.draw();
+    if (!params.logprobs) return { tokenId, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
     let sum = 0;
     for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max);
     const logNormalizer = max + Math.log(sum);
-
-    const tokenId = params.temperature === 0 ? best : this.draw();
     const topLogprobs: TokenLogprob[] = [];
-    if (params.logprobs && params.topLogprobs > 0) {
+    if (params.topLogprobs > 0) {
       const n = selectTopN(penalized, params.topLogprobs, this.top);
       for (let k = 0; k < n; k++) {
         const id = this.top[k];
@@ -111,6 +120,22 @@ export class Sampler {
       }
     }
     return { tokenId, logprob: penalized[tokenId] - logNormalizer, topLogprobs };
+  }
+
+  /** Greedy without penalties or logprobs: one pass over the logits, no copy. */
+  private argmax(logits: Float32Array): SampledToken {
+    let best = -1;
+    let max = -Infinity;
+    for (let i = 0; i < logits.length; i++) {
+      const l = logits[i];
+      if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
+      if (l > max) {
+        max = l;
+        best = i;
+      }
+    }
+    if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    return { tokenId: best, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
   }
 
   /** One RNG draw over the filtered distribution of the penalized logits. */

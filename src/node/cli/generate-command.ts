@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
+import { completionBudget, ContextLengthError, generationLimits } from '../../core/model/generation-limits.ts';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
 import { openLocalSession } from '../../core/route/local-pipeline.ts';
 import { rangesFromSplit } from '../../core/route/split.ts';
@@ -75,13 +76,16 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const tokenizer = await openLocalTokenizer(model);
   const promptIds = parseIntegerList('prompt-ids', values['prompt-ids']) ?? tokenizer.encode(values.prompt!);
   if (promptIds.length === 0) throw new UsageError('the prompt has no tokens');
-  // The default fits a short context (the demo's is 128): at most what the prompt leaves.
-  const maxTokens = parseInteger('max-tokens', values['max-tokens'], Math.max(1, Math.min(128, config.maxPositionEmbeddings - promptIds.length)), 1);
-  if (config.slidingWindow !== undefined && promptIds.length + maxTokens > config.slidingWindow) {
-    throw new UsageError(`prompt + max tokens (${promptIds.length + maxTokens}) exceed the model's sliding window of ${config.slidingWindow}; sliding-window attention is not supported yet`);
-  }
-  if (promptIds.length + maxTokens > config.maxPositionEmbeddings) {
-    throw new UsageError(`prompt + max tokens (${promptIds.length + maxTokens}) exceed the model's context of ${config.maxPositionEmbeddings}`);
+  const limits = generationLimits(config, tokenizer);
+  // Without --max-tokens: 128, cut to what the prompt leaves of the context (the demo's is short).
+  const asked = values['max-tokens'] === undefined ? undefined : parseInteger('max-tokens', values['max-tokens'], 128, 1);
+  let maxTokens: number;
+  try {
+    maxTokens = completionBudget(limits, promptIds.length, asked, 128);
+  } catch (error) {
+    if (!(error instanceof ContextLengthError)) throw error;
+    const window = config.slidingWindow === limits.contextLength ? ` (the model's sliding window of ${config.slidingWindow}; sliding-window attention is not supported yet)` : '';
+    throw new UsageError(`${error.message}${window}`);
   }
   const params = validateSamplingParams({
     temperature: parseNumber('temperature', values.temperature, 1, (n) => n >= 0),
@@ -89,7 +93,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
     topK: parseInteger('top-k', values['top-k'], 0),
     seed: values.seed === undefined ? undefined : parseInteger('seed', values.seed, 0),
     maxTokens,
-    stopTokenIds: [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])],
+    stopTokenIds: limits.stopTokenIds,
   });
   const localPeers = parseInteger('local-peers', values['local-peers'], 0);
   if (localPeers > 0 || values['head-layers'] !== undefined) {

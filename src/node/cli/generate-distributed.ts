@@ -54,7 +54,7 @@ export async function generateDistributed(options: {
   const peers = spawnLocalPeers({ count: options.localPeers, headUrl: head.peerUrl, joinToken: head.joinToken, link: options.link, device: options.device, threads, log });
   try {
     await head.waitForPeers(options.localPeers, 60_000);
-    const session = head.openSession({ sessionId: randomUUID(), promptIds: options.promptIds, params: options.params });
+    const session = await head.sessions.open({ sessionId: randomUUID(), promptIds: options.promptIds, sampling: options.params, maxTokens: options.params.maxTokens });
     const tokenIds: number[] = [];
     let text = '';
     let finishReason = 'length';

@@ -1,11 +1,12 @@
 /** `meshnet serve`: the head worker — OpenAI API, peers, dashboard. Runs until interrupted. */
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
+import { PlanError } from '../../core/route/plan-error.ts';
 import { normalizeHost } from '../../core/route/dial-target.ts';
 import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
-import { parseChoice, parseInteger, UsageError } from './args.ts';
+import { parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
 import { readWeightFlags, WEIGHT_OPTIONS, WEIGHT_USAGE } from './weight-flags.ts';
 
 export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
@@ -28,6 +29,11 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --max-sessions N     concurrent sessions before 429 (default 8)
   --min-peers N        requests wait for N peers (Node or browser) to join…
   --peer-wait S        …for up to S seconds (default 60), then get a 503
+  --hop-timeout S      a hop that does not answer a frame within S seconds (default 5; more for
+                       frames with many positions, from its recent latency) is replaced and its
+                       peer quarantined
+  --ready-timeout S    a peer that does not get ready for its layers within S seconds (default 30)
+                       is dropped from the plan and quarantined
   --chat-template FILE a Jinja chat template overriding the model's
   --device D           ${Object.keys(NODE_DEVICES).join('|')} for the head's own work (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
@@ -62,6 +68,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'max-sessions': { type: 'string' },
       'min-peers': { type: 'string' },
       'peer-wait': { type: 'string' },
+      'hop-timeout': { type: 'string' },
+      'ready-timeout': { type: 'string' },
       'chat-template': { type: 'string' },
       device: { type: 'string' },
       dtype: { type: 'string' },
@@ -99,12 +107,18 @@ export async function serveCommand(argv: string[]): Promise<void> {
     maxSessions: parseInteger('max-sessions', values['max-sessions'], 8, 1),
     minPeers: parseInteger('min-peers', values['min-peers'], 0),
     peerWaitSeconds: parseInteger('peer-wait', values['peer-wait'], 60, 1),
+    hopTimeoutMs: parseNumber('hop-timeout', values['hop-timeout'], 5, (n) => n > 0) * 1000,
+    readyTimeoutMs: parseNumber('ready-timeout', values['ready-timeout'], 30, (n) => n > 0) * 1000,
     chatTemplateFile: values['chat-template'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),
     weights: readWeightFlags(values),
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     log,
+  }).catch((error: unknown) => {
+    // A START:END outside the model is a usage error too (the layer count is known only now).
+    if (error instanceof PlanError && error.reason.startsWith('--head-layers')) throw new UsageError(error.reason);
+    throw error;
   });
   const base = serving.head.url.replace(/\/$/, '');
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';

@@ -13,13 +13,13 @@ import { Readable } from 'node:stream';
 import type { H3 } from 'h3';
 import { parsePartName } from '../../core/model/part-name.ts';
 import { isLoopbackAddress, sameToken } from '../../core/route/peer-admission.ts';
-import { WEIGHTS_FILE } from '../../core/runtime/ort-session.ts';
+import { WEIGHTS_FILE } from '../../core/model/shard-artifact.ts';
+import { ARTIFACT_TOKEN_HEADER } from '../../shared/protocol.ts';
 import { sameWeightSpec, type WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
 
-export const ARTIFACT_TOKEN_HEADER = 'x-meshnet-token';
 
 const json = (status: number, message: string) =>
   new Response(JSON.stringify({ error: { message, type: 'artifact_error', param: null, code: null } }), {

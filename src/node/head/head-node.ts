@@ -11,16 +11,16 @@ import type { ActivationDtype } from '../../core/model/shard-graph.ts';
 import { asWeightSpec, type WeightFormat, type WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
-import type { ShardService } from '../../core/peer/shard-peer.ts';
+import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { WorkerShardService } from '../peer/worker-shard.ts';
 import { Mesh } from '../../core/route/mesh.ts';
 import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
-import { RouteSession, type RouteSessionRequest } from '../../core/route/route-session.ts';
+import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
+import { generationLimits, type GenerationLimits } from '../../core/model/generation-limits.ts';
 import { InProcessLink } from '../../core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../core/runtime/ort-head-runner.ts';
 import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
-import type { SessionTelemetry } from '../../core/route/route-types.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
 import { meshModel } from '../mesh-model.ts';
@@ -55,12 +55,31 @@ export interface HeadOptions {
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
   readonly memoryBudgetBytes?: number;
   readonly linkTimeoutMs?: number;
+  /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
+  readonly readyTimeoutMs?: number;
   readonly log?: (line: string) => void;
+  /** The session table: admission, --min-peers, deadlines, accounting. */
+  readonly sessions?: HeadSessionOptions;
   /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
   readonly mount?: (app: H3, head: HeadContext) => void;
 }
+
+export interface HeadSessionOptions {
+  /** Live sessions before 429 (`--max-sessions`, default 8). */
+  readonly maxSessions?: number;
+  /** `--min-peers`: requests wait for this many peers to have joined… */
+  readonly minPeers?: number;
+  /** …for at most this long (`--peer-wait`, default 60 s), then get a 503. */
+  readonly peerWaitMs?: number;
+  /** Floor of every hop's deadline (`--hop-timeout`, default 5 s). */
+  readonly hopTimeoutMs?: number;
+  readonly observer?: SessionObserver;
+}
+
+/** Floor of every hop's deadline when `--hop-timeout` is not given. */
+export const DEFAULT_HOP_TIMEOUT_MS = 5000;
 
 export interface HeadContext {
   readonly mesh: Mesh;
@@ -71,7 +90,10 @@ export interface HeadContext {
   readonly joinToken: string | undefined;
   /** The weight format the mesh serves. */
   readonly weights: WeightSpec;
-  openSession(request: RouteSessionRequest, signal?: AbortSignal, onUpdate?: (t: SessionTelemetry) => void): RouteSession;
+  /** The context length and stop tokens, derived once from the model. */
+  readonly limits: GenerationLimits;
+  /** Every live Route Session: open one per request here. */
+  readonly sessions: RouteSessions;
 }
 
 export interface RunningHead extends HeadContext {
@@ -80,9 +102,6 @@ export interface RunningHead extends HeadContext {
   waitForPeers(count: number, timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
-
-/** Milliseconds since the epoch with sub-millisecond resolution (per-hop telemetry is often < 1 ms). */
-const preciseNow = () => performance.timeOrigin + performance.now();
 
 export function generateJoinToken(): string {
   return randomBytes(16).toString('hex');
@@ -103,7 +122,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
   log(`head runs ${parts} on ${describeProviders(options.device, headRunner.device, loader.skipped)}`);
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget });
+  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
@@ -114,17 +133,22 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer), weightFormats: [weights.format] });
   }
 
-  const context: HeadContext = {
-    mesh,
-    headRunner,
+  const limits = generationLimits(model.checkpoint.config, options.tokenizer);
+  const s = options.sessions ?? {};
+  const sessions = new RouteSessions({
+    head: headRunner,
+    route: mesh,
+    vocabSize: model.checkpoint.config.vocabSize,
     tokenizer: options.tokenizer,
-    model,
-    name: options.name,
-    joinToken,
-    weights,
-    openSession: (request, signal, onUpdate) =>
-      new RouteSession({ head: headRunner, route: mesh, vocabSize: model.checkpoint.config.vocabSize, tokenizer: options.tokenizer, onUpdate, now: preciseNow }, request, signal),
-  };
+    limits,
+    maxSessions: s.maxSessions ?? 8,
+    hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
+    observer: s.observer,
+    minPeers: s.minPeers
+      ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
+      : undefined,
+  });
+  const context: HeadContext = { mesh, headRunner, tokenizer: options.tokenizer, model, name: options.name, joinToken, weights, limits, sessions };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
   const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
@@ -156,6 +180,8 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       });
     },
     async close() {
+      // Live sessions end as cancelled and release their hops while the links are still up.
+      await sessions.abortAll();
       for (const peer of mesh.peers) mesh.removePeer(peer.id);
       await gateway.closeAll('the head is shutting down');
       await server.close();

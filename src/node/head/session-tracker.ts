@@ -1,80 +1,80 @@
 /**
- * Live Route Sessions on the head: the `--max-sessions` slots, and their telemetry folded
- * into the dashboard state and metrics (started, updated at most every `updateMs` — the
- * last change of a window is sent when it ends —, finished).
+ * Accounting of the head's Route Sessions: their telemetry folded into the dashboard state
+ * and metrics (started, updated at most every `updateMs` — the last change of a window is
+ * sent when it ends —, finished), and the totals. The session table (core's RouteSessions)
+ * decides admission and tells this observer.
  */
+import type { SessionLimitError } from '../../core/route/route-errors.ts';
+import type { SessionObserver } from '../../core/route/route-sessions.ts';
 import type { SessionTelemetry } from '../../core/route/route-types.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
 import { sessionView, type MeshStateStore } from './state-store.ts';
 
-export interface TrackedSession {
-  /** Pass as the Route Session's `onUpdate`. */
-  readonly onUpdate: (telemetry: SessionTelemetry) => void;
-  /** Call once when the response is done (any outcome). */
-  finish(telemetry: SessionTelemetry): void;
+interface Tracked {
+  last: number;
+  trailing?: ReturnType<typeof setTimeout>;
 }
 
-export class SessionTracker {
+export class SessionTracker implements SessionObserver {
   private live = 0;
   private requests = 0;
   private errors = 0;
   private tokensOut = 0;
+  private readonly tracked = new Map<string, Tracked>();
 
   constructor(
     private readonly store: MeshStateStore,
     private readonly metrics: HeadMetrics,
     private readonly model: string,
-    private readonly maxSessions: number,
     private readonly updateMs = 100,
   ) {}
 
+  /** Sessions started and not yet finished. */
   get liveSessions(): number {
     return this.live;
   }
 
-  /** A slot for a new session, or undefined when `maxSessions` are live. */
-  begin(apiId: string, telemetry: SessionTelemetry): TrackedSession | undefined {
-    if (this.live >= this.maxSessions) return undefined;
+  started(label: string, telemetry: SessionTelemetry): void {
     this.live++;
     this.requests++;
+    this.tracked.set(label, { last: 0 });
     this.metrics.setLiveSessions(this.live);
-    this.store.apply({ kind: 'session.started', session: sessionView(apiId, this.model, telemetry, Date.now()) });
+    this.store.apply({ kind: 'session.started', session: sessionView(label, this.model, telemetry, Date.now()) });
     this.publishTotals(); // the request count moves now, not when the session ends
-    let last = 0;
-    let done = false;
+  }
+
+  updated(label: string, telemetry: SessionTelemetry): void {
+    const tracked = this.tracked.get(label);
+    if (!tracked || tracked.trailing) return;
     // An update inside the window is not dropped but sent when the window ends (a trailing
     // edge), so a session that pauses — a slow or held hop — still shows where it stands.
-    let trailing: ReturnType<typeof setTimeout> | undefined;
-    const publish = (t: SessionTelemetry) => {
-      trailing = undefined;
-      last = Date.now();
-      this.store.apply({ kind: 'session.updated', session: sessionView(apiId, this.model, t, last) });
+    const publish = () => {
+      tracked.trailing = undefined;
+      tracked.last = Date.now();
+      this.store.apply({ kind: 'session.updated', session: sessionView(label, this.model, telemetry, tracked.last) });
     };
-    return {
-      onUpdate: (t) => {
-        if (done || trailing) return;
-        const wait = this.updateMs - (Date.now() - last);
-        if (wait <= 0) return publish(t);
-        trailing = setTimeout(() => !done && publish(t), wait); // `t` is live: it has the latest figures by then
-        trailing.unref?.();
-      },
-      finish: (t) => {
-        if (done) return;
-        done = true;
-        clearTimeout(trailing);
-        this.live--;
-        if (t.outcome === 'error') this.errors++;
-        this.tokensOut += t.completionTokens;
-        this.metrics.setLiveSessions(this.live);
-        this.metrics.sessionObserved(t);
-        this.store.apply({ kind: 'session.finished', session: sessionView(apiId, this.model, t, Date.now()) });
-        this.publishTotals();
-      },
-    };
+    const wait = this.updateMs - (Date.now() - tracked.last);
+    if (wait <= 0) return publish();
+    tracked.trailing = setTimeout(() => this.tracked.get(label) === tracked && publish(), wait); // `telemetry` is live: it has the latest figures by then
+    tracked.trailing.unref?.();
+  }
+
+  finished(label: string, telemetry: SessionTelemetry): void {
+    const tracked = this.tracked.get(label);
+    if (!tracked) return;
+    this.tracked.delete(label);
+    clearTimeout(tracked.trailing);
+    this.live--;
+    if (telemetry.outcome === 'error') this.errors++;
+    this.tokensOut += telemetry.completionTokens;
+    this.metrics.setLiveSessions(this.live);
+    this.metrics.sessionObserved(telemetry);
+    this.store.apply({ kind: 'session.finished', session: sessionView(label, this.model, telemetry, Date.now()) });
+    this.publishTotals();
   }
 
   /** A request refused before it had a session (counts as an error in the totals). */
-  refused(): void {
+  refused(_error?: SessionLimitError): void {
     this.requests++;
     this.errors++;
     this.publishTotals();

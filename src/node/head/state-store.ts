@@ -110,7 +110,8 @@ export function sessionView(apiId: string, model: string, telemetry: SessionTele
 }
 
 /**
- * A peer's view: 'ready' once it holds a range, else 'joining'. KV and tokens come from
+ * A peer's view: 'quarantined' while it is, else 'ready' once it holds a range, else
+ * 'joining'. KV and tokens come from
  * its last `stats` message (0 before any); `lastHeartbeatAt` is when that arrived, else
  * the join time. Its weight bytes are its layers × `bytesPerLayer` (the packed bytes of one
  * layer in the mesh's format), once it loaded a range.
@@ -128,7 +129,8 @@ export function peerView(peer: MeshPeer, stats?: StatsMessage, lastHeartbeatAt?:
     memoryBudgetBytes: peer.memoryBudgetBytes,
     kvBytes: stats?.kvBytes ?? 0,
     kvEntries: stats?.kvEntries ?? 0,
-    status: peer.ranges.length > 0 ? 'ready' : 'joining',
+    status: peer.quarantine ? 'quarantined' : peer.ranges.length > 0 ? 'ready' : 'joining',
+    ...(peer.quarantine ? { quarantine: { ...peer.quarantine } } : {}),
     lastHeartbeatAt: lastHeartbeatAt ?? peer.joinedAt,
     tokensServed: stats?.tokensServed ?? 0,
   };

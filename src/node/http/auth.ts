@@ -1,7 +1,10 @@
 /**
  * `--api-key`: default-deny. Every route needs the key except an explicit open list; the
  * key is accepted as `Authorization: Bearer K`, `?key=K` (browsers), or the `meshnet_key`
- * cookie that a `?key=` visit to the dashboard sets.
+ * cookie that a `?key=` visit to the dashboard sets. The cookie counts only on requests from
+ * the head's own origin (see {@link cookieRequestIsSameOrigin}): `SameSite=Strict` still
+ * lets a page on another port of the same host (`localhost:3000` → `localhost:8080` is
+ * "same-site") send it, and cross-origin callers bring a bearer key anyway.
  *
  * Why the guard reads the route the router matched, not the path: the key check and the
  * router must agree on what a request names. h3 2.0.8 routes on `event.url`, which it builds
@@ -67,11 +70,31 @@ export function isOpenRequest(event: H3Event): boolean {
   return (route !== undefined && OPEN_ROUTES.has(route)) || isPreflight(event.req);
 }
 
+/**
+ * True when a request that carries the key cookie comes from the head's own origin, or from
+ * no page at all. Browsers say where a request comes from in `Sec-Fetch-Site` (`same-origin`;
+ * `none` for a typed URL or a bookmark); a browser too old for it still sends `Origin` on
+ * cross-origin fetches and form posts, which must then name this host. A non-browser client
+ * sends neither (it holds the cookie only if it was given it).
+ */
+export function cookieRequestIsSameOrigin(request: Request): boolean {
+  const site = request.headers.get('sec-fetch-site');
+  if (site !== null) return site === 'same-origin' || site === 'none';
+  const origin = request.headers.get('origin');
+  if (origin === null) return true;
+  try {
+    return new URL(origin).host === request.headers.get('host');
+  } catch {
+    return false; // `Origin: null` (sandboxed frames, file: pages) or garbage
+  }
+}
+
 export function presentedKey(request: Request): string | undefined {
   const auth = request.headers.get('authorization');
   if (auth?.toLowerCase().startsWith('bearer ')) return auth.slice(7).trim();
   const query = new URL(request.url).searchParams.get('key');
   if (query) return query;
+  if (!cookieRequestIsSameOrigin(request)) return undefined;
   const cookie = request.headers.get('cookie') ?? '';
   for (const part of cookie.split(';')) {
     const [name, ...value] = part.trim().split('=');

@@ -1,17 +1,18 @@
 /**
- * One OpenAI completion request as a Route Session: build the sampling parameters, open
- * the session (with the client's disconnect signal), and answer as one JSON object or as an
- * SSE stream. The first event is awaited before any byte is sent, so a route that cannot
- * serve still gets its proper status (503) instead of a broken stream.
+ * One OpenAI completion request as a Route Session: translate the request into a session
+ * request, open it in the head's session table (which decides admission, limits and stop
+ * tokens, and refuses with typed errors mapped here), and answer as one JSON object or as an
+ * SSE stream in the answer format asked for. The first event is awaited before any byte is
+ * sent, so a route that cannot serve still gets its proper status (503) instead of a broken
+ * stream. The session answers the client as soon as its outcome is known; it releases its
+ * hops in the background.
  */
 import { randomUUID } from 'node:crypto';
 import type { RouteSession } from '../../core/route/route-session.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
-import { validateSamplingParams } from '../../core/sampling/index.ts';
 import type { HeadContext } from '../head/head-node.ts';
-import type { SessionTracker, TrackedSession } from '../head/session-tracker.ts';
-import { mapError, tooManyRequests } from '../openai/errors.ts';
-import { fitMaxTokens, type OpenAIRequest } from '../openai/requests.ts';
+import { mapError } from '../openai/errors.ts';
+import type { OpenAIRequest } from '../openai/requests.ts';
 import { type TokenText, unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { collectGeneration } from '../openai/stream.ts';
 import { type AnswerFormat, openAIFormat } from './answer-formats.ts';
@@ -19,11 +20,6 @@ import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
-  readonly tracker: SessionTracker;
-  readonly contextLength: number;
-  readonly stopTokenIds: readonly number[];
-  /** `--min-peers`: resolves once enough peers joined, rejects (→ 503) after `--peer-wait`. */
-  readonly waitForPeers?: (signal: AbortSignal) => Promise<void>;
 }
 
 async function* replayFirst(first: IteratorResult<SessionEvent>, rest: AsyncIterator<SessionEvent>): AsyncGenerator<SessionEvent> {
@@ -39,15 +35,6 @@ export async function runCompletion(
   clientSignal: AbortSignal,
   format: (tokenText: TokenText) => AnswerFormat = (tokenText) => openAIFormat(request, tokenText),
 ): Promise<Response> {
-  await ctx.waitForPeers?.(clientSignal);
-  const maxTokens = fitMaxTokens(request, promptIds.length, ctx.contextLength);
-  const params = validateSamplingParams({
-    ...request.sampling,
-    maxTokens,
-    stopTokenIds: ctx.stopTokenIds,
-    logprobs: request.logprobs,
-    topLogprobs: request.topLogprobs,
-  });
   const uuid = randomUUID();
   const tokenText = (id: number) => ctx.head.tokenizer.decode([id], { skipSpecialTokens: false });
   const answer = format(tokenText);
@@ -57,29 +44,36 @@ export async function runCompletion(
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
   };
+  const errorContext = { promptParam: request.kind === 'chat' ? ('messages' as const) : ('prompt' as const) };
+  // The session's own signal: the client's disconnect, or the SSE stream's cancel.
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new DOMException('the client disconnected', 'AbortError'));
   if (clientSignal.aborted) onClientGone();
   else clientSignal.addEventListener('abort', onClientGone, { once: true });
-  let tracked: TrackedSession | undefined;
-  const session: RouteSession = ctx.head.openSession({ sessionId: uuid, promptIds, params, stopStrings: request.stopStrings }, abort.signal, (t) => tracked?.onUpdate(t));
-  tracked = ctx.tracker.begin(meta.id, session.telemetry);
-  if (!tracked) {
+  let session: RouteSession;
+  try {
+    session = await ctx.head.sessions.open(
+      {
+        sessionId: uuid,
+        promptIds,
+        sampling: { ...request.sampling, logprobs: request.logprobs, topLogprobs: request.topLogprobs },
+        maxTokens: request.maxTokensRequested ? request.sampling.maxTokens : undefined,
+        stopStrings: request.stopStrings,
+        label: meta.id,
+      },
+      abort.signal,
+    );
+  } catch (error) {
     clientSignal.removeEventListener('abort', onClientGone);
-    ctx.tracker.refused();
-    throw tooManyRequests(`the server is running its maximum of ${ctx.tracker.liveSessions} sessions; retry shortly`, 1);
+    throw mapError(error, errorContext);
   }
-  const done = () => {
-    clientSignal.removeEventListener('abort', onClientGone);
-    tracked!.finish(session.telemetry);
-  };
+  void session.closed.then(() => clientSignal.removeEventListener('abort', onClientGone));
 
   if (!request.stream) {
-    try {
-      return jsonResponse(answer.whole(meta, await collectGeneration(session)));
-    } finally {
-      done();
-    }
+    const result = await collectGeneration(session).catch((error: unknown) => {
+      throw mapError(error, errorContext);
+    });
+    return jsonResponse(answer.whole(meta, result));
   }
 
   const iterator = session[Symbol.asyncIterator]();
@@ -87,8 +81,7 @@ export async function runCompletion(
   try {
     first = await iterator.next();
   } catch (error) {
-    done();
-    return errorResponse(error);
+    return errorResponse(mapError(error, errorContext));
   }
   const stream = answer.stream(meta);
   const encoder = new TextEncoder();
@@ -102,9 +95,8 @@ export async function runCompletion(
         for await (const event of replayFirst(first, iterator)) send(stream.push(event));
         send(stream.end());
       } catch (error) {
-        if (!abort.signal.aborted) send(stream.fail(mapError(error)));
+        if (!abort.signal.aborted) send(stream.fail(mapError(error, errorContext)));
       } finally {
-        done();
         try {
           controller.close();
         } catch {

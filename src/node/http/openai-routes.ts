@@ -11,6 +11,7 @@ import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
   readonly bodyLimitBytes: number;
+  /** `maxTokens` the parser fills in when a request sets none (the session layer cuts it to the context). */
   readonly defaultMaxTokens: number;
   readonly startedAt: number;
   readonly onResponse: (endpoint: string, status: number) => void;
@@ -20,7 +21,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   const { head } = options;
   const defaults = { maxTokens: options.defaultMaxTokens, vocabSize: head.model.checkpoint.config.vocabSize };
   // `max_model_len`: the context in tokens, as vLLM reports it (the chat page fits turns to it).
-  const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: options.contextLength };
+  const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: head.limits.contextLength };
   const counted = (endpoint: string, handler: (request: Request, event: H3Event) => Promise<Response>) => async (event: H3Event) => {
     let response: Response;
     try {

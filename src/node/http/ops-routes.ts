@@ -10,6 +10,7 @@ import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import { routeReadiness } from '../../core/route/readiness.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { MeshStateStore } from '../head/state-store.ts';
+import { SERVICE_UNAVAILABLE_RETRY_SECONDS } from '../openai/errors.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';
 import { PROMETHEUS_CONTENT_TYPE } from '../metrics/registry.ts';
 import { jsonResponse, SSE_HEADERS } from './respond.ts';
@@ -33,7 +34,10 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
       ...(p.weights ? { weights: weightSpecName(p.weights), weightBytes: p.ranges.reduce((n, r) => n + r.end - r.start, 0) * bytesPerLayer } : {}),
     }));
     const body = { model: head.name, weights: weightSpecName(head.weights), route: routeView(head), peers, minPeers };
-    if (!readiness.ready) return jsonResponse({ status: 'unavailable', ready: false, reason: readiness.reason, ...body }, 503);
+    if (!readiness.ready) {
+      const retry = { 'retry-after': String(SERVICE_UNAVAILABLE_RETRY_SECONDS) };
+      return jsonResponse({ status: 'unavailable', ready: false, reason: readiness.reason, ...body }, 503, retry);
+    }
     return jsonResponse({ status: 'ok', ready: true, ...body });
   });
 

@@ -6,9 +6,10 @@
  * errors (sampling, route, template) are typed in core and mapped here once, by `mapError`.
  * No h3 import: the routes that set the status and write the body live elsewhere.
  */
+import { ContextLengthError } from '../../core/model/generation-limits.ts';
 import { TokenizerError } from '../../core/model/tokenizer-error.ts';
 import { PlanError } from '../../core/route/plan-error.ts';
-import { RouteUnavailableError } from '../../core/route/route-errors.ts';
+import { PeerWaitError, RouteUnavailableError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
 
 /** OpenAI `error.type` values this server sends. */
@@ -147,14 +148,39 @@ const SAMPLING_PARAM_NAMES: Readonly<Record<string, string>> = {
 };
 
 /**
+ * 400 `context_length_exceeded`, in OpenAI's words. `where` is the request field holding the
+ * prompt: `messages` (chat) or `prompt` (completions).
+ */
+export function contextLengthExceeded(error: ContextLengthError, where: 'messages' | 'prompt'): ApiError {
+  const { contextLength, promptTokens, requestedTokens } = error;
+  const message =
+    requestedTokens === undefined
+      ? `This model's maximum context length is ${contextLength} tokens. However, your ${where} resulted in ${promptTokens} tokens. Please reduce the length of the ${where}.`
+      : `This model's maximum context length is ${contextLength} tokens. However, you requested ${promptTokens + requestedTokens} tokens (${promptTokens} in the ${where}, ${requestedTokens} in the completion). Please reduce the length of the ${where} or completion.`;
+  return new ApiError(400, message, { type: 'invalid_request_error', param: where, code: 'context_length_exceeded', cause: error });
+}
+
+/** What the request looked like, for errors whose wording depends on it. */
+export interface ErrorContext {
+  /** The request field holding the prompt (default `prompt`). */
+  readonly promptParam?: 'messages' | 'prompt';
+}
+
+/**
  * Maps anything thrown while serving a request to one ApiError:
- * ApiError → itself; SamplingParamError → 400 naming the OpenAI param; a chat template that
+ * ApiError → itself; ContextLengthError → 400 `context_length_exceeded` naming the prompt's
+ * field; SessionLimitError → 429 (retry after 1 s); PeerWaitError (`--min-peers` not met in
+ * time) and ShuttingDownError → 503; SamplingParamError → 400 naming the OpenAI param; a chat template that
  * refuses the conversation → 400 `messages`; RouteUnavailableError and PlanError
  * `route_unavailable` → 503; anything else → 500 with a generic message (the original is
  * kept as `cause` for logs, never sent).
  */
-export function mapError(error: unknown): ApiError {
+export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof ContextLengthError) return contextLengthExceeded(error, context.promptParam ?? 'prompt');
+  if (error instanceof SessionLimitError) return tooManyRequests(error.message, 1);
+  if (error instanceof PeerWaitError) return serviceUnavailable(error.message, undefined, error);
+  if (error instanceof ShuttingDownError) return serviceUnavailable('The server is shutting down; retry in a moment.', undefined, error);
   if (error instanceof SamplingParamError) {
     const field = error.field.replace(/^(\w+)/, (name) => SAMPLING_PARAM_NAMES[name] ?? name);
     return new ApiError(400, `Invalid '${field}': ${error.reason}.`, {

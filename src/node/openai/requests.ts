@@ -32,7 +32,7 @@ export const MAX_CHAT_TOP_LOGPROBS = 20;
 
 /** What the parser needs from the served model. */
 export interface RequestDefaults {
-  /** `maxTokens` when the request sets none: usually the context length (see `fitMaxTokens`). */
+  /** `maxTokens` when the request sets none (the session layer cuts it to the room left in the context). */
   readonly maxTokens: number;
   /** When given, prompt token ids must be below it. */
   readonly vocabSize?: number;
@@ -106,33 +106,6 @@ export function parseCompletionRequest(
     prompt,
     ...common(fields, defaults, maxTokens, topN !== undefined, topN ?? 0),
   };
-}
-
-/**
- * The final `maxTokens` once the prompt is tokenized. A requested value must fit beside the
- * prompt in the context (else 400 `context_length_exceeded`, OpenAI's wording); the default is
- * cut to what is left. Throws when the prompt alone fills the context.
- */
-export function fitMaxTokens(request: OpenAIRequest, promptTokens: number, contextLength: number): number {
-  const where = request.kind === 'chat' ? 'messages' : 'prompt';
-  const left = contextLength - promptTokens;
-  if (left < 1) {
-    throw invalidRequest(
-      `This model's maximum context length is ${contextLength} tokens. However, your ${where} resulted in ${promptTokens} tokens. Please reduce the length of the ${where}.`,
-      where,
-      'context_length_exceeded',
-    );
-  }
-  const wanted = request.sampling.maxTokens;
-  if (!request.maxTokensRequested) return Math.min(wanted, left);
-  if (wanted > left) {
-    throw invalidRequest(
-      `This model's maximum context length is ${contextLength} tokens. However, you requested ${promptTokens + wanted} tokens (${promptTokens} in the ${where}, ${wanted} in the completion). Please reduce the length of the ${where} or completion.`,
-      where,
-      'context_length_exceeded',
-    );
-  }
-  return wanted;
 }
 
 /** The body as fields, after checking it is an object naming the served model (shared with /v1/responses). */

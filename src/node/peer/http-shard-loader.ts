@@ -13,11 +13,11 @@ import { parseShardManifest } from '../../core/model/manifest-parse.ts';
 import type { ShardManifest } from '../../core/model/shard-artifact.ts';
 import { assignedWeights, checkAssignedWeights, type ShardLoader } from '../../core/peer/shard-peer.ts';
 import { createShardExecutor } from '../../core/runtime/ort-loader.ts';
-import { WEIGHTS_FILE } from '../../core/runtime/ort-session.ts';
+import { WEIGHTS_FILE } from '../../core/model/shard-artifact.ts';
 import type { ShardExecutor } from '../../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../../shared/control.ts';
+import { ARTIFACT_TOKEN_HEADER } from '../../shared/protocol.ts';
 import { artifactDirectory, findReusableWeights, linkOrCopy } from '../artifact-cache.ts';
-import { ARTIFACT_TOKEN_HEADER } from '../head/artifact-routes.ts';
 import { meshnetHome } from '../meshnet-home.ts';
 import { describeProviders, nodeLoaderOptions } from '../ort-node-runtime.ts';
 

@@ -7,7 +7,8 @@
 import os from 'node:os';
 import { H3, defineWebSocketHandler } from 'h3';
 import { PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
-import { ShardPeer, type ShardService } from '../../core/peer/shard-peer.ts';
+import { ShardPeer } from '../../core/peer/shard-peer.ts';
+import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { DirectLinkGuard } from '../../core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import { isCompatibleVersion, PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../../shared/protocol.ts';

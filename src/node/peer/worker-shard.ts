@@ -4,7 +4,7 @@
  * transferred, not cloned; answers come back the same way.
  */
 import { Worker } from 'node:worker_threads';
-import type { FrameReply, ShardService } from '../../core/peer/shard-peer.ts';
+import type { FrameReply, ShardService } from '../../core/runtime/shard-service.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import type { ShardWorkerData } from './shard-worker-main.ts';
 

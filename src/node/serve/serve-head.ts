@@ -24,9 +24,9 @@ import { errorResponse } from '../http/respond.ts';
 import { openLocalModel } from '../local-model.ts';
 import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
-import { serviceUnavailable, unauthorized, unknownPath } from '../openai/errors.ts';
+import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
-import { parseHeadLayers } from '../cli/head-layers.ts';
+import { parseHeadLayers } from '../../core/route/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
 
 export interface ServeOptions {
@@ -57,6 +57,10 @@ export interface ServeOptions {
   readonly threads?: number;
   readonly bodyLimitBytes?: number;
   readonly linkTimeoutMs?: number;
+  /** Floor of every hop's deadline, ms (`--hop-timeout`; default 5 s). */
+  readonly hopTimeoutMs?: number;
+  /** How long a peer may take to get ready for its layers, ms (`--ready-timeout`; default 30 s). */
+  readonly readyTimeoutMs?: number;
   readonly log?: (line: string) => void;
   /** More routes (the dashboard, the browser peer page). */
   readonly mount?: (app: H3, head: HeadContext) => void;
@@ -82,13 +86,11 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
   const weights = resolveWeightSpec(config, options.dtype, options.weights);
-  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, 'auto', config.numLayers) : options.headLayers;
+  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype, weights: weightSpecName(weights) }, startedAt) });
   const metrics = new HeadMetrics();
-  const tracker = new SessionTracker(store, metrics, resolved.id, options.maxSessions);
-  const contextLength = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
-  const stopTokenIds = [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])];
+  const tracker = new SessionTracker(store, metrics, resolved.id);
   let listenUrl: string | undefined; // known once the head listens (port 0)
   const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
   const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
@@ -109,6 +111,14 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     device: options.device,
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,
+    readyTimeoutMs: options.readyTimeoutMs,
+    sessions: {
+      maxSessions: options.maxSessions,
+      minPeers: options.minPeers || undefined,
+      peerWaitMs: (options.peerWaitSeconds ?? 60) * 1000,
+      hopTimeoutMs: options.hopTimeoutMs,
+      observer: tracker,
+    },
     log,
     mount(app, ctx) {
       // First: x-request-id and CORS on every response, and CORS preflights answered here,
@@ -130,13 +140,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       });
       mountOpenAIRoutes(app, {
         head: ctx,
-        tracker,
-        contextLength,
-        stopTokenIds,
-        waitForPeers: options.minPeers ? (signal) => waitForMinPeers(ctx, options.minPeers!, options.peerWaitSeconds ?? 60, signal) : undefined,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
-        // The model's own default answer length (generation_config.json), else up to 512.
-        defaultMaxTokens: config.maxNewTokens ?? Math.min(512, contextLength),
+        // The model's own default answer length (generation_config.json), else up to 512 (src/core/model).
+        defaultMaxTokens: ctx.limits.defaultMaxTokens,
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
@@ -185,27 +191,4 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       await peers?.close();
     },
   };
-}
-
-/** Resolve once `count` peers joined; a 503 after `seconds`. */
-function waitForMinPeers(ctx: HeadContext, count: number, seconds: number, signal: AbortSignal): Promise<void> {
-  if (ctx.mesh.remotePeerCount >= count) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const finish = (error?: Error) => {
-      off();
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-      if (error) reject(error);
-      else resolve();
-    };
-    const off = ctx.mesh.onChange(() => {
-      if (ctx.mesh.remotePeerCount >= count) finish();
-    });
-    const onAbort = () => finish(new Error('the client went away while waiting for peers'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(
-      () => finish(serviceUnavailable(`waited ${seconds} s for ${count} peer(s) to join, ${ctx.mesh.remotePeerCount} did; open ${'/peer'} in a browser or start 'meshnet peer'`)),
-      seconds * 1000,
-    );
-  });
 }

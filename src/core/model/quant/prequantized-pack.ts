@@ -4,7 +4,7 @@
  * as they are: nothing is dequantized. The packed value tensor of one layer is held whole
  * (it is 4-bit: an eighth of the layer's fp32 size).
  */
-import type { ByteSource } from '../../runtime/byte-source.ts';
+import type { ByteSource } from '../byte-source.ts';
 import { CheckpointError } from '../checkpoint-error.ts';
 import { fromFloat32, toFloat32 } from '../dtype.ts';
 import type { FloatDtype } from '../types.ts';

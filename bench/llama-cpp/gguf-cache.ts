@@ -1,0 +1,36 @@
+/**
+ * The bench's GGUF files, one per checkpoint and type, written once into bench/.cache/gguf
+ * and reused: the file name carries the checkpoint's cache key and the writer's version,
+ * and a file exists under that name only once it is complete (the writer renames at the end).
+ */
+import { access, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { openLocalModel } from '../../src/node/local-model.ts';
+import { GgmlType } from '../gguf/gguf-format.ts';
+import { readGguf } from '../gguf/gguf-reader.ts';
+import { ggufWeightBytesPerToken, LLAMA_GGUF_WRITER_VERSION, writeLlamaGguf, type GgufWeights } from '../gguf/llama-gguf.ts';
+
+export interface CachedGguf {
+  readonly path: string;
+  readonly weights: GgufWeights;
+  readonly fileBytes: number;
+  readonly weightBytesPerToken: number;
+  /** Whether this call wrote it. */
+  readonly written: boolean;
+  /** Tensors written in another type than asked (rows not whole blocks). */
+  readonly fallbacks: readonly string[];
+}
+
+export async function cachedGguf(cacheDir: string, name: string, checkpointDir: string, weights: GgufWeights): Promise<CachedGguf> {
+  const { key } = await openLocalModel(checkpointDir);
+  const dir = path.join(cacheDir, 'gguf');
+  const file = path.join(dir, `${name}-${key}-w${LLAMA_GGUF_WRITER_VERSION}-${weights}.gguf`);
+  const exists = await access(file).then(() => true, () => false);
+  if (!exists) {
+    await mkdir(dir, { recursive: true });
+    await writeLlamaGguf(checkpointDir, file, weights, name);
+  }
+  const gguf = await readGguf(file);
+  const fallbacks = gguf.tensors.filter((t) => t.ne.length > 1 && weights !== 'F32' && t.type !== GgmlType[weights]).map((t) => t.name);
+  return { path: file, weights, fileBytes: gguf.fileBytes, weightBytesPerToken: ggufWeightBytesPerToken(gguf.tensors), written: !exists, fallbacks };
+}

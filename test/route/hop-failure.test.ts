@@ -1,0 +1,64 @@
+/** The one classification of hop failures, the deadline a hop's latency gives, and the quarantine back-off. Pure. */
+import { describe, expect, it } from 'vitest';
+import { classifyHopFailure, quarantines } from '../../src/core/route/hop-failure.ts';
+import { DEADLINE_SLACK, HopLatency } from '../../src/core/route/hop-latency.ts';
+import { quarantineMs } from '../../src/core/route/quarantine.ts';
+import { HopDeadlineError, HopFailedError } from '../../src/core/route/route-errors.ts';
+import { LinkAnswerError, LinkClosedError, LinkTimeoutError } from '../../src/core/runtime/peer-link.ts';
+import { ERROR_CODES, type ErrorCode } from '../../src/shared/protocol.ts';
+import { ProtocolError } from '../../src/shared/protocol-error.ts';
+
+describe('classifyHopFailure', () => {
+  it('sorts every failure a hop call can end with', () => {
+    const cases: [unknown, string][] = [
+      [new ProtocolError('cache_miss', 'evicted'), 'cache_miss'],
+      [new LinkClosedError('the peer left'), 'lost'],
+      [new ProtocolError('not_ready', 'range not loaded'), 'lost'],
+      [new ProtocolError('unknown_session', 'released'), 'lost'],
+      [new HopDeadlineError(1, 'p2', 5000), 'hung'],
+      [new LinkTimeoutError('frame request 3', 60_000), 'hung'],
+      [new HopFailedError(1, 'p2', 'answered with activations of the wrong shape'), 'faulty'],
+      [new LinkAnswerError('request 4 was answered with the frame of request 9'), 'faulty'],
+      [new ProtocolError('internal', 'GPU out of memory'), 'faulty'],
+      [new ProtocolError('nan_activations', 'NaN at token 0'), 'faulty'],
+      [new TypeError('a bug in the head'), 'fatal'],
+      [new Error('the head could not encode a frame for hop 0'), 'fatal'],
+      ['a string', 'fatal'],
+    ];
+    for (const [error, kind] of cases) expect([String(error), classifyHopFailure(error).kind]).toEqual([String(error), kind]);
+  });
+
+  it('every wire error code a peer can report is classified, and only hung and faulty peers are quarantined', () => {
+    for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) {
+      const failure = classifyHopFailure(new ProtocolError(code, 'x'));
+      expect(['cache_miss', 'lost', 'faulty']).toContain(failure.kind);
+    }
+    expect(quarantines({ kind: 'hung', reason: '' })).toBe(true);
+    expect(quarantines({ kind: 'faulty', reason: '' })).toBe(true);
+    for (const kind of ['cache_miss', 'lost', 'fatal'] as const) expect(quarantines({ kind, reason: '' })).toBe(false);
+  });
+});
+
+describe('HopLatency', () => {
+  it('has no deadline before its first answer (a newly loaded range may compile shaders)', () => {
+    expect(new HopLatency().deadlineMs(1, 5000)).toBeUndefined();
+  });
+
+  it('gives at least the floor, and more for frames with many positions at the hop’s recent pace', () => {
+    const latency = new HopLatency();
+    latency.record(1, 20); // a decode frame: 20 ms per position
+    expect(latency.deadlineMs(1, 5000)).toBe(5000);
+    expect(latency.deadlineMs(100, 5000)).toBe(DEADLINE_SLACK * 20 * 100);
+    for (let i = 0; i < 50; i++) latency.record(10, 10); // it got faster: 1 ms per position
+    expect(latency.msPerPosition).toBeCloseTo(1, 3);
+    expect(latency.deadlineMs(2000, 5000)! / (DEADLINE_SLACK * 2000)).toBeCloseTo(1, 3);
+    expect(latency.answered).toBe(51);
+  });
+});
+
+describe('quarantineMs', () => {
+  it('doubles per fault from the base, bounded by the max', () => {
+    const policy = { baseMs: 10_000, maxMs: 300_000 };
+    expect([1, 2, 3, 4, 5, 6, 7, 20].map((n) => quarantineMs(n, policy))).toEqual([10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000]);
+  });
+});
