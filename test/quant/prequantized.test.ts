@@ -26,6 +26,8 @@ const LAYOUTS: Record<string, Omit<PrequantizeOptions, 'random'>> = {
   'GPTQ': { method: 'gptq', groupSize: 32 },
   'GPTQ act-order': { method: 'gptq', groupSize: 32, actOrder: true },
   'AWQ': { method: 'awq', groupSize: 32 },
+  // A layer module left in float (modules_to_not_convert): quantized by meshnet's own q4 beside the repacked ones.
+  'AWQ, one module in float': { method: 'awq', groupSize: 32, floatModules: ['model.layers.1.mlp.down_proj'] },
 };
 const PROMPT = [1, 17, 42, 99, 5, 64];
 const DECODE = [7, 120, 33];
@@ -51,6 +53,7 @@ async function checkpointLinears(model: LocalModel): Promise<Map<string, Float32
     const names = layerTensorNames(config, l);
     for (const key of LINEARS) {
       const base = names[key].slice(0, -'.weight'.length);
+      if (!tensors.has(`${base}.qweight`)) continue; // left in float: quantized by meshnet's own q4
       const scales = tensors.get(`${base}.scales`)!;
       const [, N] = scales.shape;
       const K = q.method === 'gptq' ? tensors.get(`${base}.qweight`)!.shape[0] * 8 : tensors.get(`${base}.qweight`)!.shape[0];

@@ -70,9 +70,13 @@ export function buildShardGraph(
   const totalScalar = g.op1('Cast', [g.op1('Squeeze', [total, g.int64([0])])], { to: OnnxType.INT32 }); // []
   const positionIds = g.op1('Unsqueeze', [g.op1('Range', [g.op1('Squeeze', [past, g.int64([0])]), g.op1('Squeeze', [total, g.int64([0])]), g.int64([1], [])]), g.int64([0])]); // [1, seq]
 
-  const residual = g.op1('Reshape', [input, g.int64([-1, H])]); // [seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, positionIds, seqlensK, totalScalar });
-  g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
+  // MatMulNBits takes [1, seq, K] as it comes, so quantized layers keep the batch axis
+  // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [seq, H].
+  const batched = weights.batchedLinears;
+  const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [1, seq, H] or [seq, H]
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar });
+  if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
+  else g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, [1, 'sequence', H]);
   for (let l = range.start; l < range.end; l++) {
     g.output(presentKeyName(l), t, [1, numKvHeads, 'total_sequence', D]);
@@ -83,8 +87,10 @@ export function buildShardGraph(
 
 /** What the decoder layers read besides weights: the residual stream and sequence bookkeeping. */
 export interface DecoderSequence {
-  /** The residual stream, 2-D [seq, H] so Gemm can read Hugging Face's [out, in] weights. */
+  /** The residual stream: 2-D [seq, H] so Gemm can read Hugging Face's [out, in] weights, or [1, seq, H] when `batched`. */
   readonly residual: string;
+  /** The residual stream keeps its batch axis: every linear is MatMulNBits (`GraphWeights.batchedLinears`). */
+  readonly batched?: boolean;
   readonly positionIds: string; // [1, seq] int64
   readonly seqlensK: string; // [1] int32: total length - 1 (GroupQueryAttention)
   readonly totalScalar: string; // [] int32: total length
@@ -110,11 +116,16 @@ export function appendDecoderLayers(
   const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
   const sin = g.initializer(floatInitializer('rotary_sin', [positions, D / 2], caches.sin, dtype));
 
-  const linear = (x: string, w: string, b?: string) => emitLinear(g, x, weights.linear(w), b ? use(b) : undefined);
+  const batchedStream = sequence.batched === true;
+  const linear = (x: string, w: string, b?: string) => {
+    const weight = weights.linear(w);
+    if (batchedStream && weight.kind !== 'nbits') throw new Error(`linear '${w}' is float in a batched (MatMulNBits) stream`);
+    return emitLinear(g, x, weight, b ? use(b) : undefined);
+  };
   const headNorm = (x: string, heads: number, w: string) => {
     const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
     const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });
-    return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
+    return g.op1('Reshape', [normed, g.int64(batchedStream ? [1, -1, heads * D] : [-1, heads * D])]);
   };
 
   let residual = sequence.residual;
@@ -136,7 +147,7 @@ export function appendDecoderLayers(
       q = headNorm(q, numHeads, names.qNorm);
       k = headNorm(k, numKvHeads, names.kNorm);
     }
-    const batched = (x: string) => g.op1('Unsqueeze', [x, g.int64([0])]); // [1, seq, n*D]
+    const batched = (x: string) => (batchedStream ? x : g.op1('Unsqueeze', [x, g.int64([0])])); // [1, seq, n*D]
     // Rotary as its own op: GroupQueryAttention's built-in rotary needs headDim % 16 == 0.
     const rotary = (x: string, heads: number) =>
       g.op1('RotaryEmbedding', [batched(x), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft' });
@@ -146,7 +157,7 @@ export function appendDecoderLayers(
       { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) } },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
+    const attnOut = linear(batchedStream ? attention : g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
 
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;

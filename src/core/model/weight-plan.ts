@@ -22,6 +22,11 @@ export interface GraphWeights {
   linear(name: string): LinearWeight;
   /** The `[vocab, hidden]` embedding table, stored as the weight format says. */
   embedding(name: string): EmbeddingWeight;
+  /**
+   * Every linear layer runs as MatMulNBits (q8/q4, AWQ/GPTQ; a module such a checkpoint left
+   * in float is quantized by meshnet's own q4), which takes activations of any rank.
+   */
+  readonly batchedLinears: boolean;
 }
 
 export interface WeightPlan {
@@ -93,6 +98,7 @@ export function planWeights(config: ModelConfig, tensors: ReadonlyMap<string, Te
   };
 
   const weights: GraphWeights = {
+    batchedLinears: isQuantized(spec.format),
     tensor: (name) => floatTensor(name, dtype),
     linear(name): LinearWeight {
       const base = prequantizedBase(config, tensors, name);

@@ -39,14 +39,14 @@ export type EmbeddingWeight =
       readonly blockSize: number;
     };
 
-/** y = x Wᵀ (+ bias), x 2-D [rows, K] → [rows, N]. Registers the weight's initializers on `g`. */
+/** y = x Wᵀ (+ bias): Gemm takes x 2-D [rows, K], MatMulNBits any rank [..., K]; gives [..., N]. Registers the weight's initializers on `g`. */
 export function emitLinear(g: GraphBuilder, x: string, weight: LinearWeight, bias?: string): string {
   if (weight.kind === 'float') {
     const w = g.initializer(weight.weight);
     const matrix = weight.castTo === undefined ? w : g.op1('Cast', [w], { to: weight.castTo });
     return g.op1('Gemm', bias ? [x, matrix, bias] : [x, matrix], { transB: 1 });
   }
-  const input = weight.permutation ? g.op1('Gather', [x, g.initializer(weight.permutation)], { axis: 1 }) : x;
+  const input = weight.permutation ? g.op1('Gather', [x, g.initializer(weight.permutation)], { axis: -1 }) : x; // the last axis: K
   const inputs = [input, g.initializer(weight.data), g.initializer(weight.scales), weight.zeroPoints ? g.initializer(weight.zeroPoints) : ''];
   if (bias) inputs.push('', bias); // input 4 (g_idx) stays empty
   while (inputs.at(-1) === '') inputs.pop();
