@@ -21,7 +21,7 @@ export const WEIGHTS_FILE = 'weights.bin';
 export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } | { readonly kind: 'embedding' } | { readonly kind: 'head' };
 
 /** Bump when the graph or manifest layout changes, so cached artifacts are rebuilt. */
-export const ARTIFACT_FORMAT = 3;
+export const ARTIFACT_FORMAT = 4;
 
 export interface ShardManifest {
   readonly format: number;

@@ -140,9 +140,19 @@ export function appendDecoderLayers(
       [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, use(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
     }
 
-    let q = linear(normed, names.qProj, names.qBias);
-    let k = linear(normed, names.kProj, names.kBias);
-    const v = linear(normed, names.vProj, names.vBias);
+    // Quantized: q, k and v as one MatMulNBits (rows stacked), then split (fewer, larger ops).
+    const qkv = batchedStream ? weights.linearGroup([names.qProj, names.kProj, names.vProj], [names.qBias, names.kBias, names.vBias]) : undefined;
+    let q: string;
+    let k: string;
+    let v: string;
+    if (qkv) {
+      const stacked = emitLinear(g, normed, qkv.weight, qkv.bias ? g.initializer(qkv.bias) : undefined);
+      [q, k, v] = g.op('Split', [stacked, g.int64(qkv.sizes)], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
+    } else {
+      q = linear(normed, names.qProj, names.qBias);
+      k = linear(normed, names.kProj, names.kBias);
+      v = linear(normed, names.vProj, names.vBias);
+    }
     if (names.qNorm && names.kNorm) {
       q = headNorm(q, numHeads, names.qNorm);
       k = headNorm(k, numKvHeads, names.kNorm);
@@ -161,9 +171,13 @@ export function appendDecoderLayers(
 
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
-    const gate = linear(postNormed, names.gateProj);
+    const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
+    let gate: string;
+    let up: string;
+    if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
+    else [gate, up] = [linear(postNormed, names.gateProj), linear(postNormed, names.upProj)];
     const silu = g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
-    pending = linear(g.op1('Mul', [silu, linear(postNormed, names.upProj)]), names.downProj);
+    pending = linear(g.op1('Mul', [silu, up]), names.downProj);
   }
   return g.op1('Add', [pending!, residual]);
 }

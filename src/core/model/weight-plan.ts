@@ -23,6 +23,12 @@ export interface GraphWeights {
   /** The `[vocab, hidden]` embedding table, stored as the weight format says. */
   embedding(name: string): EmbeddingWeight;
   /**
+   * Several linear layers over the same input as one MatMulNBits (their rows stacked: q/k/v,
+   * gate/up), with their biases stacked likewise; `sizes` are each one's output width, in
+   * order. Undefined when they cannot share one op (float formats, or a pre-quantized member).
+   */
+  linearGroup(names: readonly string[], biases?: readonly (string | undefined)[]): { weight: LinearWeight; bias?: Initializer; sizes: number[] } | undefined;
+  /**
    * Every linear layer runs as MatMulNBits (q8/q4, AWQ/GPTQ; a module such a checkpoint left
    * in float is quantized by meshnet's own q4), which takes activations of any rank.
    */
@@ -86,6 +92,11 @@ export function planWeights(config: ModelConfig, tensors: ReadonlyMap<string, Te
     segments.push({ kind: 'quantize', name, source: src, layout, out });
     return { layout, out, src };
   };
+  /** Sub-ranges of one region, one per part, in order (no alignment gaps between them). */
+  const split = (whole: PackedRegion, lengths: readonly number[]): PackedRegion[] => {
+    let at = whole.offset;
+    return lengths.map((length) => ((at += length), { offset: at - length, length }));
+  };
   const quantInitializers = (name: string, layout: BlockLayout, out: QuantRegions) => {
     const blocks = Math.ceil(layout.cols / layout.blockSize);
     return {
@@ -123,6 +134,36 @@ export function planWeights(config: ModelConfig, tensors: ReadonlyMap<string, Te
       }
       const { layout, out } = quantized(name, true);
       return { kind: 'nbits', ...quantInitializers(name, layout, out), K: layout.cols, N: layout.rows, bits: layout.bits, blockSize: layout.blockSize, accuracyLevel: spec.accuracyLevel };
+    },
+    linearGroup(names, biases) {
+      if (!isQuantized(spec.format) || names.some((n) => prequantizedBase(config, tensors, n) !== undefined)) return undefined;
+      if (biases && biases.some((b) => b !== undefined) && biases.some((b) => b === undefined)) return undefined;
+      const sources = names.map(source);
+      const K = sources[0].shape[1];
+      if (sources.some((s) => s.shape.length !== 2 || s.shape[1] !== K)) return undefined;
+      const format = spec.format as 'q8' | 'q4';
+      const layoutOf = (rows: number): BlockLayout => ({ rows, cols: K, bits: quantBits(format), blockSize: spec.blockSize, zeroPoints: usesZeroPoints(format), scaleDtype: dtype, padded: true });
+      const sizes = sources.map((s) => s.shape[0]);
+      const parts = sizes.map((rows) => quantizedBytes(layoutOf(rows)));
+      const layout = layoutOf(sizes.reduce((a, b) => a + b, 0));
+      const total = quantizedBytes(layout);
+      const whole: QuantRegions = { data: region(total.data), scales: region(total.scales), ...(layout.zeroPoints ? { zeroPoints: region(total.zeroPoints) } : {}) };
+      const data = split(whole.data, parts.map((p) => p.data));
+      const scales = split(whole.scales, parts.map((p) => p.scales));
+      const zeroPoints = whole.zeroPoints ? split(whole.zeroPoints, parts.map((p) => p.zeroPoints)) : undefined;
+      sources.forEach((src, i) =>
+        segments.push({ kind: 'quantize', name: src.name, source: src, layout: layoutOf(sizes[i]), out: { data: data[i], scales: scales[i], ...(zeroPoints ? { zeroPoints: zeroPoints[i] } : {}) } }),
+      );
+      const fused = `${names[0]}+${names.length - 1}`;
+      let bias: Initializer | undefined;
+      if (biases && biases.every((b) => b !== undefined)) {
+        const item = dtype === 'fp16' ? 2 : 4;
+        const wholeBias = region(layout.rows * item);
+        split(wholeBias, sizes.map((n) => n * item)).forEach((out, i) => segments.push({ kind: 'float', name: biases[i]!, source: source(biases[i]!), target: target(dtype), out }));
+        bias = external(`${fused}.bias`, floatType(dtype), [layout.rows], wholeBias);
+      }
+      const weight: LinearWeight = { kind: 'nbits', ...quantInitializers(fused, layout, whole), K, N: layout.rows, bits: layout.bits, blockSize: layout.blockSize, accuracyLevel: spec.accuracyLevel };
+      return { weight, ...(bias ? { bias } : {}), sizes };
     },
     embedding(name): EmbeddingWeight {
       if (!isQuantized(spec.format)) {
