@@ -10,15 +10,15 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 1 } as const;
+export const PROTOCOL_VERSION = { major: 2, minor: 2 } as const;
 
 /**
- * The first minor version (of major 2) whose peers keep the position rule (2.1): a frame
+ * The first minor version (of major 2) whose peers keep the position rule (2.2): a frame
  * whose start position is below the hop's KV length truncates the KV to that position, then
  * runs; one above it is a cache miss. A head sends a frame that starts below a hop's KV length
  * (a speculative step after rejected drafts) only to peers that announced at least this.
  */
-export const POSITION_RULE_MINOR = 1;
+export const POSITION_RULE_MINOR = 2;
 
 /*
  * Protocol history (version → what changed):
@@ -30,15 +30,21 @@ export const POSITION_RULE_MINOR = 1;
  *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
  *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
  *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
- * - 2.1: the position rule (speculative decoding). A frame whose start position is below the
+ * - 2.1: weight formats (#12): `hello.weightFormats` lists the formats a peer can serve;
+ *   `assign.weights` says which one (format, block size, accuracy level) and `ready.weights`
+ *   echoes what was loaded; a peer refuses an assignment it cannot honour with
+ *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
+ *   2.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
+ *   the activation dtype, which is what 2.0 served.
+ * - 2.2: the position rule (speculative decoding). A frame whose start position is below the
  *   hop's KV length means "drop the positions from there, then run": the rejected drafts of a
  *   speculative step leave the KV exactly so. KV that cannot be trimmed where it lives (GPU
  *   buffers) is emptied, and the frame answers `cache_miss` (the head rebuilds that hop). A
  *   frame above the KV length is a `cache_miss`, as before. Frames may carry several
  *   positions after position 0 (a speculative step: the last token plus k drafts; a chunk of
- *   a pipelined prefill). No header change. A 2.0 peer trimmed only KV held on the CPU
+ *   a pipelined prefill). No header change. A 2.0 or 2.1 peer trimmed only KV held on the CPU
  *   (GPU-held KV failed the frame), so a head speculates only through peers that announced
- *   2.1 (`POSITION_RULE_MINOR`); pipelined prefill needs no rollback and runs through any 2.x.
+ *   2.2 (`POSITION_RULE_MINOR`); pipelined prefill needs no rollback and runs through any 2.x.
  */
 
 export interface ProtocolVersion {
@@ -71,6 +77,7 @@ export const ERROR_CODES = {
   route_unavailable: 'no peer (or head) can serve a layer range the route needs',
   unknown_kind: 'a control message or frame kind the receiver does not know',
   peer_id_taken: 'another connected peer holds this peer id (and still answers a ping); the id head is reserved',
+  unsupported_weights: 'the peer cannot serve the weight format it was assigned (or the artifact holds another one)',
 } as const satisfies Record<string, string>;
 
 /** A wire error code: one of the keys of `ERROR_CODES`. */
@@ -112,3 +119,17 @@ export const ARTIFACT_TOKEN_HEADER = 'x-meshnet-token';
 
 /** Activation element types on the wire (same names as core's `ActivationDtype`). */
 export type WireDtype = 'fp32' | 'fp16';
+
+/** Weight formats on the wire (same names as core's `WeightFormat`). */
+export type WireWeightFormat = 'fp32' | 'fp16' | 'q8' | 'q4';
+export const WIRE_WEIGHT_FORMATS: readonly WireWeightFormat[] = ['fp32', 'fp16', 'q8', 'q4'];
+
+/**
+ * A weight format with its block size (a power of two ≥ 16 for q8/q4, 0 for fp32/fp16) and
+ * MatMulNBits accuracy level (0 or 4 for q8/q4, 0 for fp32/fp16). Same shape as core's `WeightSpec`.
+ */
+export interface WireWeights {
+  readonly format: WireWeightFormat;
+  readonly blockSize: number;
+  readonly accuracyLevel: 0 | 4;
+}

@@ -6,6 +6,7 @@
  * is rebuilt from the right positions; sampled output is the same for the same seed and mode,
  * whatever happens to the route; the draft model path drafting for itself keeps every draft.
  */
+import { POSITION_RULE_MINOR } from '../../src/shared/protocol.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -113,11 +114,14 @@ describe('greedy with speculation', () => {
     const off = openSession(ctx, inProcessMesh(ctx, 2).provider, greedy(), undefined, {}, [1], 'off');
     expect((await collect(off)).ids).toEqual(STORIES_GOLDEN);
     expect(speculation(off)).toMatchObject({ drafted: 0, steps: 32 });
-    const t = inProcessMesh(ctx, 0);
-    t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)), protocol: { major: 2, minor: 0 } });
-    const old = openSession(ctx, t.provider, greedy());
-    expect((await collect(old)).ids).toEqual(STORIES_GOLDEN);
-    expect(speculation(old).drafted).toBe(0);
+    // 2.0, and the minor just before the rule (2.1: weight formats, no position rule).
+    for (const minor of [0, POSITION_RULE_MINOR - 1]) {
+      const t = inProcessMesh(ctx, 0);
+      t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)), protocol: { major: 2, minor } });
+      const old = openSession(ctx, t.provider, greedy());
+      expect((await collect(old)).ids).toEqual(STORIES_GOLDEN);
+      expect(speculation(old).drafted).toBe(0);
+    }
   });
 });
 

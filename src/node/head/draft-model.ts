@@ -6,6 +6,7 @@
  * every id, or drafts would be verified as other tokens than they meant; a different one is
  * refused with a clear error before anything is served.
  */
+import { resolveWeightSpec } from '../../core/model/quant/weight-format.ts';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
@@ -75,14 +76,16 @@ export async function loadDraftModel(spec: string, target: { model: LocalModel; 
   await checkSameVocabulary({ model, tokenizer }, target);
   const { config } = model.checkpoint;
   const loader = await nodeLoaderOptions({ device: options.device, dtype: options.dtype, threads: options.threads });
-  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, options.dtype);
-  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, options.dtype);
+  // The draft model is served in its default format (the float one of the dtype; q4 when pre-quantized).
+  const weights = resolveWeightSpec(config, options.dtype);
+  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, options.dtype, weights);
+  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, options.dtype, weights);
   const head = await loadHeadRunner(config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
   const service = new WorkerShardService({ loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: options.memoryBudgetBytes ?? 2 ** 30 }, options.log);
   const range = { start: 0, end: config.numLayers };
   const link = new InProcessLink(service);
   try {
-    const ready = await link.control({ kind: 'assign', modelKey: model.key, model: resolved.id, range, dtype: options.dtype, artifactUrl: '/local', config: configSummary(model) });
+    const ready = await link.control({ kind: 'assign', modelKey: model.key, model: resolved.id, range, dtype: options.dtype, weights, artifactUrl: '/local', config: configSummary(model) });
     if (ready.kind !== 'ready') throw new DraftModelError(`the draft model's layers did not load (answered '${ready.kind}')`);
   } catch (error) {
     await service.dispose();
