@@ -1,8 +1,8 @@
 /**
  * `meshnet generate --weights …` as a user runs it, on the trained aidreams260k: the same
  * greedy text from one process and from two peer processes the head assigns q4 to, an
- * artifact cache that a second start (or another accuracy level) does not rebuild, and flag
- * refusals.
+ * artifact cache that a second start (or another accuracy level) does not rebuild, greedy
+ * with speculation equal to without it, and flag refusals.
  */
 import { existsSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
@@ -91,6 +91,21 @@ describe('meshnet generate --weights', () => {
       const result = await runCli([...GREEDY, ...flags], env);
       expect(result.code, flags.join(' ')).toBe(2);
       expect(result.stderr).toMatch(message);
+    }
+  });
+
+  it('q4 at the exact level and q8: greedy with speculation gives the tokens without it', async () => {
+    // A prompt whose answer repeats phrases, so prompt lookup drafts and some drafts are kept.
+    const hello = ['generate', '--model', AIDREAMS, '--prompt', '"Hello. ', '--max-tokens', '64', '--temperature', '0', '--device', 'cpu', '--json'];
+    for (const flags of [['--weights', 'q4', '--accuracy-level', '0'], ['--weights', 'q8']]) {
+      const [off, on] = await Promise.all([runCli([...hello, ...flags, '--speculate', 'off'], env), runCli([...hello, ...flags, '--speculate', 'ngram'], env)]);
+      expect(off.code, off.stderr).toBe(0);
+      expect(on.code, on.stderr).toBe(0);
+      const plain = JSON.parse(off.stdout);
+      const speculative = JSON.parse(on.stdout);
+      expect(speculative.token_ids, flags.join(' ')).toEqual(plain.token_ids);
+      expect(speculative.speculation.accepted, flags.join(' ')).toBeGreaterThan(0);
+      expect(speculative.speculation.steps).toBeLessThan(plain.speculation.steps);
     }
   });
 });
