@@ -1,5 +1,5 @@
 /**
- * The peer's position rule (protocol 2.1), on a real ShardPeer running a stories260k shard:
+ * The peer's position rule (protocol 2.2), on a real ShardPeer running a stories260k shard:
  * a frame that starts below the session's KV length drops the positions from its start on
  * and runs (the rejected drafts of a speculative step), exactly as if they had never been
  * sent; one that starts above it is a cache miss; KV that cannot be trimmed where it lives

@@ -205,7 +205,7 @@ export class ShardPeer implements ShardService {
     // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
     const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
-    // The position rule (protocol 2.1): a frame that starts below the KV's length drops the
+    // The position rule (protocol 2.2): a frame that starts below the KV's length drops the
     // positions from its start on, then runs (a speculative step's rejected drafts, a rebuild
     // from 0); one that starts above it is a cache miss. KV that cannot be trimmed where it
     // lives (GPU buffers) is emptied by `truncate`, so that frame is a cache miss too.

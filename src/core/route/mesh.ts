@@ -308,7 +308,7 @@ export class Mesh implements RouteProvider {
     const latencies = this.latencyMap(peer);
     let latency = latencies.get(key(range));
     if (!latency) latencies.set(key(range), (latency = new HopLatency()));
-    // Same major as ours (checked at hello): before 2.1 a peer may not keep the position rule.
+    // Same major as ours (checked at hello): before 2.2 (POSITION_RULE_MINOR) a peer may not keep the position rule.
     const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
     return { peerId, range, link: new LeasedLink(peer.link), latency, rollback };
   }
