@@ -4,7 +4,8 @@
  * really kept and really rejected; after a partial rejection every hop's history holds exactly
  * what its peer's KV holds, so a cache miss or a lost peer on the very next (speculative) step
  * is rebuilt from the right positions; sampled output is the same for the same seed and mode,
- * whatever happens to the route; the draft model path drafting for itself keeps every draft.
+ * whatever happens to the route; logprobs of verified drafts equal those without speculation;
+ * the draft model path drafting for itself keeps every draft.
  */
 import { POSITION_RULE_MINOR } from '../../src/shared/protocol.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,6 +123,29 @@ describe('greedy with speculation', () => {
       expect((await collect(old)).ids).toEqual(STORIES_GOLDEN);
       expect(speculation(old).drafted).toBe(0);
     }
+  });
+});
+
+describe('logprobs with speculation', () => {
+  it('each kept or replaced draft carries the logprob and top logprobs its position has without speculation', async () => {
+    const withLogprobs = greedy(32, { logprobs: true, topLogprobs: 3 });
+    const events = async (speculate: SpeculateMode) => {
+      const session = openSession(ctx, inProcessMesh(ctx, 2).provider, withLogprobs, undefined, {}, [1], speculate);
+      const tokens = [];
+      for await (const event of session) if (event.type === 'token') tokens.push(event);
+      return { tokens, speculation: speculation(session) };
+    };
+    const plain = await events('off');
+    const spec = await events('ngram');
+    expect(spec.speculation.accepted).toBeGreaterThan(5); // several tokens came from verified drafts
+    expect(spec.tokens.map((t) => t.tokenId)).toEqual(STORIES_GOLDEN);
+    spec.tokens.forEach((t, i) => {
+      const p = plain.tokens[i];
+      // A position scored in a frame of several carries float rounding of its own (~1e-5).
+      expect(t.logprob, `token ${i}`).toBeCloseTo(p.logprob, 4);
+      expect(t.topLogprobs.map((x) => x.tokenId), `token ${i}`).toEqual(p.topLogprobs.map((x) => x.tokenId));
+      t.topLogprobs.forEach((x, j) => expect(x.logprob).toBeCloseTo(p.topLogprobs[j].logprob, 4));
+    });
   });
 });
 
