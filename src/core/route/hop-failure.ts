@@ -15,9 +15,11 @@ import { HopDeadlineError, HopFailedError } from './route-errors.ts';
  * - `faulty`: an answer the session cannot use (another request's frame, the wrong shape,
  *   NaN/Inf, garbage bytes) or the peer's own failure (`internal`, e.g. GPU out of memory):
  *   replace it and quarantine the peer.
+ * - `mismatch`: a well-formed answer that disagreed with a replay of the same steps on
+ *   another holder of the range (`--verify`, verify-hop.ts): replace it and quarantine the peer.
  * - `fatal`: not the peer's doing (a bug in the head, bad input): the session ends.
  */
-export type HopFailureKind = 'cache_miss' | 'lost' | 'hung' | 'faulty' | 'fatal';
+export type HopFailureKind = 'cache_miss' | 'lost' | 'hung' | 'faulty' | 'mismatch' | 'fatal';
 
 export interface HopFailure {
   readonly kind: HopFailureKind;
@@ -50,5 +52,5 @@ export function classifyHopFailure(error: unknown): HopFailure {
 
 /** Whether the peer should be quarantined (not trusted by other sessions for a while). */
 export function quarantines(failure: HopFailure): boolean {
-  return failure.kind === 'hung' || failure.kind === 'faulty';
+  return failure.kind === 'hung' || failure.kind === 'faulty' || failure.kind === 'mismatch';
 }

@@ -28,7 +28,7 @@ import { classifyHopFailure, quarantines, type HopFailure } from './hop-failure.
 import { HopHistory } from './hop-history.ts';
 import { HopLatency } from './hop-latency.ts';
 import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
-import type { HopLease, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
+import type { HopLease, RepairCause, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
 import { TokenOutput } from './token-output.ts';
 
 export interface RouteSessionRequest {
@@ -255,7 +255,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
           if (rebuilds < maxRebuilds) {
             rebuilds++;
             hop.stale = true;
-            this.repair('cache_miss', index, hop.lease.peerId, undefined, failure.reason);
+            this.repair('cache_miss', 'cache_miss', index, hop.lease.peerId, undefined, failure.reason);
             continue;
           }
           failure = { kind: 'lost', reason: `${failure.reason} (still missing after ${rebuilds} rebuilds)` };
@@ -288,12 +288,12 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     hop.latency = lease.latency ?? new HopLatency();
     hop.stale = true;
     this.telemetry.hops[index].peerId = lease.peerId;
-    this.repair('replaced', index, lease.peerId, lost, `${failure.kind}: ${failure.reason}`);
+    this.repair('replaced', failure.kind as RepairCause, index, lease.peerId, lost, `${failure.kind}: ${failure.reason}`);
   }
 
-  private repair(kind: 'cache_miss' | 'replaced', hop: number, peerId: string, lostPeerId: string | undefined, reason: string): void {
+  private repair(kind: 'cache_miss' | 'replaced', cause: RepairCause, hop: number, peerId: string, lostPeerId: string | undefined, reason: string): void {
     const state = this.hops[hop];
-    this.telemetry.repairs.push({ kind, hop, range: state.lease.range, peerId, lostPeerId, position: state.history.length, reason });
+    this.telemetry.repairs.push({ kind, cause, hop, range: state.lease.range, peerId, lostPeerId, position: state.history.length, reason });
     this.deps.onUpdate?.(this.telemetry);
   }
 

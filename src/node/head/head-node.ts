@@ -52,6 +52,10 @@ export interface HeadOptions {
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
   readonly memoryBudgetBytes?: number;
   readonly linkTimeoutMs?: number;
+  /** Headers (and, with a grace, whole requests) must arrive within this (`--request-timeout`; start-server.ts). */
+  readonly requestTimeoutMs?: number;
+  /** The raw HTTP answer to malformed or late requests Node refuses itself (start-server.ts). */
+  readonly clientError?: (error: NodeJS.ErrnoException) => string | undefined;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
   readonly log?: (line: string) => void;
@@ -149,7 +153,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   app.get('/peer/ws', gateway.handler);
   mountArtifactRoutes(app, model, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);
-  const server: RunningServer = await startServer(app, { port: options.port, host: options.host });
+  const server: RunningServer = await startServer(app, { port: options.port, host: options.host, requestTimeoutMs: options.requestTimeoutMs, clientError: options.clientError });
   const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;
 
   return {

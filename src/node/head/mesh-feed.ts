@@ -28,6 +28,7 @@ export function feedMeshState(mesh: Mesh, store: MeshStateStore, metrics: HeadMe
     for (const [id, peer] of known) {
       if (peer.status !== 'gone') {
         store.apply({ kind: 'peer.left', peerId: id });
+        metrics.removePeer(id);
         stats.delete(id);
         heartbeats.delete(id);
       }
@@ -48,9 +49,11 @@ export function feedMeshState(mesh: Mesh, store: MeshStateStore, metrics: HeadMe
         try {
           const answer = await peer.link.control({ kind: 'stats', kvEntries: 0, kvBytes: 0, kvBudgetBytes: 0, tokensServed: 0, framesServed: 0 }, AbortSignal.timeout(pollMs));
           if (answer.kind !== 'stats') return;
+          if (!mesh.peers.includes(peer)) return; // it left while we asked
           stats.set(peer.id, answer);
           heartbeats.set(peer.id, Date.now());
-          if (mesh.peers.includes(peer)) store.apply({ kind: 'peer.updated', peer: view(peer) });
+          metrics.setPeerKv(peer.id, answer.kvBytes, answer.kvEntries);
+          store.apply({ kind: 'peer.updated', peer: view(peer) });
         } catch {
           // No heartbeat this round: the dashboard shows its age growing.
         }

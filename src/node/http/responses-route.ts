@@ -9,7 +9,7 @@ import type { RequestDefaults } from '../openai/requests.ts';
 import { parseResponsesRequest } from '../openai/responses-request.ts';
 import { responsesFormat } from './answer-formats.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
-import { readJsonBody } from './respond.ts';
+import { type BodyLimits, readJsonBody } from './respond.ts';
 
 /** The chat request's context-length refusals name `messages`; a Responses client sent `input`. */
 function asInputError(error: unknown): unknown {
@@ -17,8 +17,8 @@ function asInputError(error: unknown): unknown {
   return new ApiError(error.status, error.message.replaceAll('messages', 'input'), { type: error.type, param: 'input', code: error.code, cause: error });
 }
 
-export async function answerResponses(ctx: RunnerContext, defaults: RequestDefaults, bodyLimitBytes: number, request: Request): Promise<Response> {
-  const { chat, echo } = parseResponsesRequest(await readJsonBody(request, bodyLimitBytes), ctx.head.name, defaults);
+export async function answerResponses(ctx: RunnerContext, defaults: RequestDefaults, body: BodyLimits, request: Request): Promise<Response> {
+  const { chat, echo } = parseResponsesRequest(await readJsonBody(request, body), ctx.head.name, defaults);
   try {
     const prompt = ctx.head.tokenizer.applyChatTemplate(chat.messages, { addGenerationPrompt: true });
     const promptIds = ctx.head.tokenizer.encode(prompt, { addSpecialTokens: false });

@@ -3,7 +3,7 @@
  * Throws ApiError 400 naming the exact path (`messages[1].content[0].type`, `prompt[3]`).
  */
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
-import { type ApiError, invalidRequest } from './errors.ts';
+import { type ApiError, invalidRequest, quoted } from './errors.ts';
 import { integerValue, invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
 
 /** OpenAI role → template role. `developer` is the newer name of `system` (o-series clients). */
@@ -50,7 +50,7 @@ function parseMessage(item: unknown, path: string): ChatMessage {
   if (role === undefined) {
     throw invalidValue(
       `${path}.role`,
-      `'${roleName}' is not supported. Supported values are: 'system', 'developer', 'user', and 'assistant' (tool calling is not available).`,
+      `'${quoted(roleName)}' is not supported. Supported values are: 'system', 'developer', 'user', and 'assistant' (tool calling is not available).`,
     );
   }
   for (const field of ['tool_calls', 'function_call'] as const) {
@@ -74,7 +74,7 @@ function parseContent(value: unknown, path: string): string {
       if (part.type === undefined || part.type === null) throw missingParam(`${partPath}.type`);
       const type = stringValue(`${partPath}.type`, part.type);
       if (type !== 'text') {
-        throw invalidValue(`${partPath}.type`, `'${type}' is not supported. Supported values are: 'text' (this model reads text only).`);
+        throw invalidValue(`${partPath}.type`, `'${quoted(type)}' is not supported. Supported values are: 'text' (this model reads text only).`);
       }
       if (part.text === undefined || part.text === null) throw missingParam(`${partPath}.text`);
       return stringValue(`${partPath}.text`, part.text);

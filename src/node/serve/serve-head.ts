@@ -19,7 +19,7 @@ import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
 import { mountPeerPage } from '../http/peer-page-routes.ts';
-import { errorResponse } from '../http/respond.ts';
+import { type BodyLimits, clientErrorAnswer, DEFAULT_BODY_LIMITS, errorResponse } from '../http/respond.ts';
 import { openLocalModel } from '../local-model.ts';
 import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
@@ -53,6 +53,8 @@ export interface ServeOptions {
   readonly dtype: ActivationDtype;
   readonly threads?: number;
   readonly bodyLimitBytes?: number;
+  /** `--request-timeout`: a request's headers, and its whole body, must arrive within this (default 30 s). */
+  readonly requestTimeoutMs?: number;
   readonly linkTimeoutMs?: number;
   /** Floor of every hop's deadline, ms (`--hop-timeout`; default 5 s). */
   readonly hopTimeoutMs?: number;
@@ -91,6 +93,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
   const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
 
+  const body: BodyLimits = { bytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMITS.bytes, timeoutMs: options.requestTimeoutMs ?? DEFAULT_BODY_LIMITS.timeoutMs };
   const head = await startHead({
     model,
     tokenizer,
@@ -106,6 +109,13 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     device: options.device,
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,
+    requestTimeoutMs: body.timeoutMs,
+    clientError: (error) => {
+      // Refused by Node before any route: counted like a path that names no route.
+      const answer = clientErrorAnswer(error, body.timeoutMs);
+      metrics.requestFinished('unknown', answer.status);
+      return answer.raw;
+    },
     readyTimeoutMs: options.readyTimeoutMs,
     sessions: {
       maxSessions: options.maxSessions,
@@ -135,11 +145,12 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       });
       mountOpenAIRoutes(app, {
         head: ctx,
-        bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
+        body,
         // The model's own default answer length (generation_config.json), else up to 512 (src/core/model).
         defaultMaxTokens: ctx.limits.defaultMaxTokens,
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
+        onClientAbort: () => metrics.clientAborted('answer'),
       });
       mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });
       mountPeerPage(app);
