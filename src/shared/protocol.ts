@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 2, minor: 1 } as const;
 
 /*
  * Protocol history (version → what changed):
@@ -22,6 +22,10 @@ export const PROTOCOL_VERSION = { major: 2, minor: 0 } as const;
  *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
  *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
  *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
+ * - 2.1 (issue 14): `unload` (head → peer: drop a layer range no plan uses any more, its
+ *   executor and any KV left on it; the weights stop counting against the peer's memory
+ *   budget) answered by `unloaded`. A 2.0 peer refuses `unload` as an unknown kind, and the
+ *   head then keeps counting that range as loaded.
  */
 
 export interface ProtocolVersion {

@@ -5,7 +5,10 @@
  * loaded on demand (`assign` → `ready`) and remembered, and a peer that does not get ready in
  * time is quarantined and the plan made again without it. A peer a session reports as hung
  * or faulty is quarantined with a bounded back-off. A peer whose link closes leaves the mesh.
- * Each lease handed out is a LeasedLink over the peer's link.
+ * Each lease handed out is a LeasedLink over the peer's link. A range that no plan uses any
+ * more (neither the plan over the peers that are up, nor the one that ignores quarantine) and
+ * that no session holds a lease on is unloaded from its peer (`unload`) once it has stayed so
+ * for `unloadGraceMs`: a peer holds what the route needs, not every range it was ever given.
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
@@ -39,6 +42,8 @@ export interface MeshOptions extends PlanOptions {
   readonly quarantine?: QuarantinePolicy;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** A range unused (no plan, no lease) this long is unloaded from its peer (default 5 s). */
+  readonly unloadGraceMs?: number;
 }
 
 export interface MeshPeerInit {
@@ -60,6 +65,9 @@ export interface MeshPeer extends MeshPeerInit {
 }
 
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
+export const DEFAULT_UNLOAD_GRACE_MS = 5000;
+/** How long a peer may take to answer `unload`; past it the range counts as still loaded. */
+export const UNLOAD_TIMEOUT_MS = 10_000;
 
 const key = (r: LayerRange) => `${r.start}:${r.end}`;
 const rangeText = (r: LayerRange) => `[${r.start}, ${r.end})`;
@@ -71,6 +79,11 @@ export class Mesh implements RouteProvider {
   private readonly listeners = new Set<() => void>();
   private readonly clock: Clock;
   private readonly quarantines: QuarantineBook;
+  /** Open leases per `peer@start:end`: a leased range is in use whatever the plan says. */
+  private readonly leased = new Map<string, number>();
+  /** Peers that refused or did not answer an `unload` (a 2.0 peer): their ranges stay. */
+  private readonly keepsRanges = new WeakSet<MeshPeer>();
+  private cancelSweep: (() => void) | undefined;
 
   constructor(
     readonly model: MeshModel,
@@ -285,7 +298,70 @@ export class Mesh implements RouteProvider {
     const latencies = this.latencyMap(peer);
     let latency = latencies.get(key(range));
     if (!latency) latencies.set(key(range), (latency = new HopLatency()));
-    return { peerId, range, link: new LeasedLink(peer.link), latency };
+    const link = new LeasedLink(peer.link);
+    const held = `${peerId}@${key(range)}`;
+    this.leased.set(held, (this.leased.get(held) ?? 0) + 1);
+    void link.closed.then(() => {
+      const left = (this.leased.get(held) ?? 1) - 1;
+      if (left > 0) return void this.leased.set(held, left);
+      this.leased.delete(held);
+      this.scheduleSweep();
+    });
+    return { peerId, range, link, latency };
+  }
+
+  /** Look for unused ranges once the mesh has been quiet for the grace period. */
+  private scheduleSweep(): void {
+    this.cancelSweep?.();
+    this.cancelSweep = this.clock.setTimeout(() => {
+      this.cancelSweep = undefined;
+      this.sweep();
+    }, this.options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS);
+  }
+
+  /** Unload every range that neither plan uses and no lease holds (none while there is no plan). */
+  private sweep(): void {
+    const used = new Set<string>();
+    for (const ignoreQuarantine of [false, true]) {
+      try {
+        for (const hop of this.planOver(ignoreQuarantine).hops) used.add(`${hop.peerId}@${key(hop.range)}`);
+      } catch {
+        if (!ignoreQuarantine) return; // no route now: keep everything, it may be needed when peers come back
+      }
+    }
+    for (const peer of this.members.values()) {
+      if (this.keepsRanges.has(peer)) continue;
+      for (const range of [...peer.ranges]) {
+        const held = `${peer.id}@${key(range)}`;
+        if (used.has(held) || this.leased.has(held) || this.loading.has(held)) continue;
+        void this.unload(peer, range);
+      }
+    }
+  }
+
+  /**
+   * Ask `peer` to unload `range`. It is not routed from now on; a peer that refuses (a 2.0 peer
+   * does not know `unload`) or does not answer keeps it counted as loaded, and is not asked again.
+   */
+  private async unload(peer: MeshPeer, range: LayerRange): Promise<void> {
+    const index = peer.ranges.findIndex((r) => key(r) === key(range));
+    if (index < 0) return;
+    peer.ranges.splice(index, 1);
+    this.latencyMap(peer).delete(key(range));
+    this.changed();
+    const deadline = new AbortController();
+    const cancel = this.clock.setTimeout(() => deadline.abort(new Error(`no 'unloaded' within ${UNLOAD_TIMEOUT_MS} ms`)), UNLOAD_TIMEOUT_MS);
+    try {
+      const answer = await peer.link.control({ kind: 'unload', modelKey: this.model.modelKey, range }, deadline.signal);
+      if (answer.kind !== 'unloaded') throw new Error(`answered '${answer.kind}' to unload`);
+    } catch {
+      if (this.members.get(peer.id) !== peer) return;
+      this.keepsRanges.add(peer);
+      if (!this.holds(peer.id, range)) peer.ranges.push(range);
+      this.changed();
+    } finally {
+      cancel();
+    }
   }
 
   private member(id: string): MeshPeer {
@@ -341,6 +417,7 @@ export class Mesh implements RouteProvider {
   }
 
   private changed(): void {
+    this.scheduleSweep(); // the plan may have moved
     for (const listener of this.listeners) listener();
   }
 }
