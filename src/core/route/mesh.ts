@@ -25,6 +25,7 @@ import { PlanError } from './plan-error.ts';
 import { DEFAULT_QUARANTINE, QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
 import { RouteUnavailableError } from './route-errors.ts';
 import type { HopLease, RouteProvider } from './route-types.ts';
+import type { VerifierSource } from './verify-hop.ts';
 
 export interface MeshModel {
   readonly modelKey: string;
@@ -72,7 +73,7 @@ export const UNLOAD_TIMEOUT_MS = 10_000;
 const key = (r: LayerRange) => `${r.start}:${r.end}`;
 const rangeText = (r: LayerRange) => `[${r.start}, ${r.end})`;
 
-export class Mesh implements RouteProvider {
+export class Mesh implements RouteProvider, VerifierSource {
   private readonly members = new Map<string, MeshPeer>();
   private readonly loading = new Map<string, Promise<void>>();
   private readonly latencies = new WeakMap<MeshPeer, Map<string, HopLatency>>();
@@ -219,6 +220,38 @@ export class Mesh implements RouteProvider {
       }
     }
     return undefined;
+  }
+
+  /**
+   * A witness for `--verify`: the head itself when it is in the mesh, not the suspect and not
+   * quarantined (it loads the range if it must), else another peer that holds the range
+   * already. Undefined when there is none.
+   */
+  async verifierFor(range: LayerRange, suspect: string, signal?: AbortSignal): Promise<HopLease | undefined> {
+    const head = this.members.get(HEAD_PEER_ID);
+    const candidates = [...(head && head.id !== suspect && !head.quarantine ? [head] : [])];
+    for (const peer of this.members.values()) {
+      if (peer.id !== HEAD_PEER_ID && peer.id !== suspect && !peer.quarantine && this.holds(peer.id, range)) candidates.push(peer);
+    }
+    for (const peer of candidates) {
+      try {
+        await untilAborted(this.ensureLoaded(peer, range), signal);
+        return this.lease(peer.id, range);
+      } catch {
+        signal?.throwIfAborted();
+      }
+    }
+    return undefined;
+  }
+
+  deviceOf(peerId: string): string | undefined {
+    const peer = this.members.get(peerId);
+    return peer?.device ?? peer?.executionProvider;
+  }
+
+  /** The head's own layers are not checked by `--verify`. */
+  trusts(peerId: string): boolean {
+    return peerId === HEAD_PEER_ID;
   }
 
   /** A session saw `peerId` hang or answer something unusable: quarantine it. */

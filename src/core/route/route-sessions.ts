@@ -15,6 +15,7 @@ import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import { validateSamplingParams, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type SessionPolicy } from './route-session.ts';
+import type { HopVerifier } from './verify-hop.ts';
 import type { RouteProvider, SessionTelemetry } from './route-types.ts';
 
 export interface SessionRequest {
@@ -64,6 +65,8 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly minPeers?: PeerQuorum;
   readonly clock?: Clock;
   readonly observer?: SessionObserver;
+  /** `--verify`: checks a sampled share of hop answers (verify-hop.ts). */
+  readonly verifier?: HopVerifier;
 }
 
 export class RouteSessions {
@@ -122,7 +125,7 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs } = this.options;
+    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, verifier } = this.options;
     const session = new RouteSession(
       {
         head,
@@ -135,6 +138,7 @@ export class RouteSessions {
         backoff,
         releaseTimeoutMs,
         hopTimeoutMs,
+        verifier,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },

@@ -15,6 +15,8 @@ import { WorkerShardService } from '../peer/worker-shard.ts';
 import { Mesh } from '../../core/route/mesh.ts';
 import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
 import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
+import { HopVerifier, type VerifyResult } from '../../core/route/verify-hop.ts';
+import type { Rng } from '../../core/sampling/rng.ts';
 import { generationLimits, type GenerationLimits } from '../../core/model/generation-limits.ts';
 import { InProcessLink } from '../../core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../core/runtime/peer-link.ts';
@@ -77,6 +79,12 @@ export interface HeadSessionOptions {
   /** Floor of every hop's deadline (`--hop-timeout`, default 5 s). */
   readonly hopTimeoutMs?: number;
   readonly observer?: SessionObserver;
+  /** `--verify`: the share of hop steps checked against a replay elsewhere (0 or absent: none). */
+  readonly verifyFraction?: number;
+  /** Each verification's outcome (metrics, logs). */
+  readonly onVerify?: (result: VerifyResult, peerId: string, detail: string) => void;
+  /** Draws the verified steps (tests seed it). */
+  readonly verifyRng?: Rng;
 }
 
 /** Floor of every hop's deadline when `--hop-timeout` is not given. */
@@ -133,6 +141,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
 
   const limits = generationLimits(model.checkpoint.config, options.tokenizer);
   const s = options.sessions ?? {};
+  const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
   const sessions = new RouteSessions({
     head: headRunner,
     route: mesh,
@@ -142,6 +151,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     maxSessions: s.maxSessions ?? 8,
     hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
     observer: s.observer,
+    verifier,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,

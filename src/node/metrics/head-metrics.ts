@@ -35,6 +35,7 @@ export class HeadMetrics {
   private readonly repairs: Counter;
   private readonly repairCauses: Counter;
   private readonly clientAborts: Counter;
+  private readonly verifications: Counter;
   private readonly peers: Gauge;
   private readonly peerKvBytes: Gauge;
   private readonly peerKvEntries: Gauge;
@@ -54,6 +55,7 @@ export class HeadMetrics {
       ['cause'],
     );
     this.clientAborts = r.counter('meshnet_client_aborts_total', 'Clients that went away: during their request upload (status 499) or while their answer was written.', ['stage']);
+    this.verifications = r.counter('meshnet_verifications_total', '--verify checks of hop answers: agreed, mismatch (the peer is quarantined), skipped (no other holder, or it failed).', ['result']);
     this.peers = r.gauge('meshnet_peers', 'Peers in the mesh, by runtime.', ['runtime']);
     this.peerKvBytes = r.gauge('meshnet_peer_kv_bytes', "KV cache bytes a peer holds (its last stats answer).", ['peer']);
     this.peerKvEntries = r.gauge('meshnet_peer_kv_entries', 'KV entries (one per session and range) a peer holds (its last stats answer).', ['peer']);
@@ -61,6 +63,7 @@ export class HeadMetrics {
     for (const kind of ['cache_miss', 'replaced']) this.repairs.inc({ kind }, 0);
     for (const cause of REPAIR_CAUSES) this.repairCauses.inc({ cause }, 0);
     for (const stage of ['upload', 'answer']) this.clientAborts.inc({ stage }, 0);
+    for (const result of ['agreed', 'mismatch', 'skipped']) this.verifications.inc({ result }, 0);
     this.setPeers({});
   }
 
@@ -109,6 +112,11 @@ export class HeadMetrics {
   /** Peers by runtime now; a runtime left out counts 0. */
   setPeers(counts: PeerRuntimeCounts): void {
     for (const runtime of RUNTIMES) this.peers.set({ runtime }, counts[runtime] ?? 0);
+  }
+
+  /** One --verify check's outcome. */
+  verified(result: 'agreed' | 'mismatch' | 'skipped'): void {
+    this.verifications.inc({ result });
   }
 
   /** A peer's KV from its last stats answer. */

@@ -56,6 +56,8 @@ export interface ServeOptions {
   readonly dtype: ActivationDtype;
   readonly threads?: number;
   readonly bodyLimitBytes?: number;
+  /** `--verify FRACTION`: the share of hop steps checked against a replay on the head or a second holder (default 0: none). */
+  readonly verifyFraction?: number;
   /** `--request-timeout`: a request's headers, and its whole body, must arrive within this (default 30 s). */
   readonly requestTimeoutMs?: number;
   readonly linkTimeoutMs?: number;
@@ -87,6 +89,10 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
   if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
+  if (options.verifyFraction) {
+    const witness = headLayers === 'none' ? 'a second peer holding the same layers (with --head-layers none the head cannot replay them itself; a hop without one is not checked)' : 'the head itself';
+    log(`--verify ${options.verifyFraction}: that share of hop answers is checked by replaying the hop's inputs on ${witness}`);
+  }
   const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
@@ -127,6 +133,11 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       peerWaitMs: (options.peerWaitSeconds ?? 60) * 1000,
       hopTimeoutMs: options.hopTimeoutMs,
       observer: tracker,
+      verifyFraction: options.verifyFraction,
+      onVerify: (result, peerId, detail) => {
+        metrics.verified(result);
+        if (result === 'mismatch') log(`--verify: ${detail}; peer ${peerId} is quarantined`);
+      },
     },
     log,
     mount(app, ctx) {
