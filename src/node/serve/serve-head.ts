@@ -89,11 +89,11 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
   if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
+  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
   if (options.verifyFraction) {
     const witness = headLayers === 'none' ? 'a second peer holding the same layers (with --head-layers none the head cannot replay them itself; a hop without one is not checked)' : 'the head itself';
     log(`--verify ${options.verifyFraction}: that share of hop answers is checked by replaying the hop's inputs on ${witness}`);
   }
-  const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
   const metrics = new HeadMetrics();
