@@ -303,6 +303,9 @@ export class Mesh implements RouteProvider, VerifierSource {
     try {
       const answer = await peer.link.control(assign, deadline.signal);
       if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
+      if (key(answer.range) !== key(range) || answer.modelKey !== this.model.modelKey) {
+        throw new RouteUnavailableError(`peer ${peer.id} answered 'ready' for ${answer.modelKey} layers ${rangeText(answer.range)}, not the ${rangeText(range)} it was assigned`);
+      }
       if (this.members.get(peer.id) !== peer) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
       peer.ranges.push(range);
       peer.device = answer.device;
