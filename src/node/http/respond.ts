@@ -91,9 +91,38 @@ export async function readJsonBody(request: Request, limits: BodyLimits): Promis
     }
   }
   const text = new TextDecoder().decode(Buffer.concat(chunks));
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch {
     throw invalidJsonBody();
   }
+  if (jsonDepth(text) > MAX_JSON_DEPTH) {
+    throw new ApiError(400, `The JSON body is nested more than ${MAX_JSON_DEPTH} levels deep.`, { type: 'invalid_request_error', code: 'invalid_json' });
+  }
+  return body;
+}
+
+/**
+ * How deep a JSON body may nest (arrays and objects). No field of any endpoint needs more —
+ * tool and format schemas stop at 64 levels (request-output.ts) — and code walking a value
+ * 100,000 levels deep (String() of a nested array, a recursive check) overflows the stack.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/** The deepest nesting of arrays and objects in valid JSON `text` (brackets inside strings do not count). */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) deepest = Math.max(deepest, ++depth);
+    else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return deepest;
 }
