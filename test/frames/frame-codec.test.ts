@@ -1,3 +1,4 @@
+import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import { describe, expect, it } from 'vitest';
 import { assertFiniteActivations, decodeFrame, encodeFrame, type ActivationFrame } from '../../src/core/frames/index.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
@@ -109,7 +110,7 @@ describe('frame header layout (pinned: a change here is a protocol change)', () 
     expect(hex).toBe(
       [
         '4d 53 48 4e', // 'MSHN'
-        '02 00', // version 2.0
+        '02 01', // version 2.1
         '02', // kind decode
         '02', // dtype fp16
         '01 02 03 04', // request id LE
@@ -261,7 +262,7 @@ describe('decodeFrame fuzz: only ProtocolError, never anything else', () => {
       if (random() < 0.2) bytes = bytes.slice(0, int(bytes.length + 1));
       if (random() < 0.1) bytes = Uint8Array.from([...bytes, ...Array.from({ length: 1 + int(8) }, () => int(256))]);
       const result = decodeOrRefuse(bytes);
-      if (result && bytes[FRAME_OFFSETS.versionMinor] === 0) {
+      if (result && bytes[FRAME_OFFSETS.versionMinor] === PROTOCOL_VERSION.minor) {
         decoded++;
         expect(encodeFrame(result)).toEqual(bytes);
       }
