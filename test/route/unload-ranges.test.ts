@@ -158,6 +158,31 @@ describe('the mesh unloads ranges no plan uses', () => {
     await spare.dispose();
   });
 
+  it('under steady traffic (a session closing every second) a stale range still goes after the grace period, a range in use does not', async () => {
+    const clock = new ManualClock();
+    const t = inProcessMesh(ctx, 2, undefined, { clock, unloadGraceMs: 5000 });
+    const run = async () => {
+      const session = openSession(ctx, t.provider, greedy(4), undefined, { clock }, PROMPT);
+      expect((await collect(session)).ids).toEqual(expected.slice(0, 4));
+      await session.closed;
+    };
+    const second = async () => {
+      clock.advance(1000);
+      await new Promise((resolve) => setTimeout(resolve, 20)); // the unloads' round trips
+      await run();
+    };
+    await run();
+    const first = text(t.peers.get('p1')!.ranges);
+    t.mesh.removePeer('p2');
+    await run(); // p1 now serves [0,5), beside its first range
+    expect(text(t.peers.get('p1')!.ranges)).toBe(`${first} [0,5)`.split(' ').sort().join(' '));
+    for (let s = 0; s < 4; s++) await second();
+    expect(text(t.peers.get('p1')!.ranges), '4 s: still within the grace period').toContain(first);
+    for (let s = 0; s < 4; s++) await second();
+    expect(text(t.peers.get('p1')!.ranges), 'the stale range went while sessions kept closing').toBe('[0,5)');
+    expect(text(t.mesh.peers.find((p) => p.id === 'p1')!.ranges)).toBe('[0,5)');
+  });
+
   it('a peer that does not know unload keeps its ranges counted, and is asked once', async () => {
     const clock = new ManualClock();
     let old!: OldPeerLink;

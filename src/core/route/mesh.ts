@@ -43,7 +43,10 @@ export interface MeshOptions extends PlanOptions {
   readonly quarantine?: QuarantinePolicy;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
-  /** A range unused (no plan, no lease) this long is unloaded from its peer (default 5 s). */
+  /**
+   * A range unused this long — in neither plan, no lease opened or closed on it, and no change
+   * to the mesh — is unloaded from its peer (default 5 s).
+   */
   readonly unloadGraceMs?: number;
 }
 
@@ -84,7 +87,12 @@ export class Mesh implements RouteProvider, VerifierSource {
   private readonly leased = new Map<string, number>();
   /** Peers that refused or did not answer an `unload` (a 2.0 peer): their ranges stay. */
   private readonly keepsRanges = new WeakSet<MeshPeer>();
+  /** When each `peer@start:end` was last in use: loaded, leased or released, or in a plan at a sweep. */
+  private readonly lastUsed = new Map<string, number>();
+  /** When the mesh last changed (a peer came or went, a range loaded or unloaded, a quarantine). */
+  private changedAt = 0;
   private cancelSweep: (() => void) | undefined;
+  private sweepAt: number | undefined;
 
   constructor(
     readonly model: MeshModel,
@@ -308,6 +316,7 @@ export class Mesh implements RouteProvider, VerifierSource {
       }
       if (this.members.get(peer.id) !== peer) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
       peer.ranges.push(range);
+      this.lastUsed.set(`${peer.id}@${key(range)}`, this.clock.now());
       peer.device = answer.device;
       this.latencyMap(peer).set(key(range), new HopLatency()); // a newly loaded range: its first frame has no deadline
       this.changed();
@@ -337,7 +346,9 @@ export class Mesh implements RouteProvider, VerifierSource {
     const link = new LeasedLink(peer.link);
     const held = `${peerId}@${key(range)}`;
     this.leased.set(held, (this.leased.get(held) ?? 0) + 1);
+    this.lastUsed.set(held, this.clock.now());
     void link.closed.then(() => {
+      this.lastUsed.set(held, this.clock.now());
       const left = (this.leased.get(held) ?? 1) - 1;
       if (left > 0) return void this.leased.set(held, left);
       this.leased.delete(held);
@@ -346,17 +357,32 @@ export class Mesh implements RouteProvider, VerifierSource {
     return { peerId, range, link, latency };
   }
 
-  /** Look for unused ranges once the mesh has been quiet for the grace period. */
-  private scheduleSweep(): void {
+  /**
+   * Look for unused ranges in `ms` (the grace period by default), unless a sweep is already due
+   * sooner. A pending sweep is not pushed back by new activity — under steady traffic, where a
+   * lease closes every moment, a stale range must still go — the sweep itself checks that each
+   * range it unloads was idle for the whole grace period, and comes back for those not yet due.
+   */
+  private scheduleSweep(ms = this.options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS): void {
+    const at = this.clock.now() + ms;
+    if (this.cancelSweep && this.sweepAt !== undefined && this.sweepAt <= at) return;
     this.cancelSweep?.();
+    this.sweepAt = at;
     this.cancelSweep = this.clock.setTimeout(() => {
       this.cancelSweep = undefined;
+      this.sweepAt = undefined;
       this.sweep();
-    }, this.options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS);
+    }, ms);
   }
 
-  /** Unload every range that neither plan uses and no lease holds (none while there is no plan). */
+  /**
+   * Unload every range that neither plan uses, no lease holds, and that was idle — no lease
+   * opened or closed on it, no change to the mesh — for the grace period (none while there is
+   * no plan). Ranges unused but not idle long enough get a later sweep.
+   */
   private sweep(): void {
+    const now = this.clock.now();
+    const grace = this.options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS;
     const used = new Set<string>();
     for (const ignoreQuarantine of [false, true]) {
       try {
@@ -365,14 +391,27 @@ export class Mesh implements RouteProvider, VerifierSource {
         if (!ignoreQuarantine) return; // no route now: keep everything, it may be needed when peers come back
       }
     }
+    const due: [MeshPeer, LayerRange][] = [];
+    let nextDue = Infinity;
     for (const peer of this.members.values()) {
       if (this.keepsRanges.has(peer)) continue;
-      for (const range of [...peer.ranges]) {
+      for (const range of peer.ranges) {
         const held = `${peer.id}@${key(range)}`;
-        if (used.has(held) || this.leased.has(held) || this.loading.has(held)) continue;
-        void this.unload(peer, range);
+        if (used.has(held) || this.leased.has(held) || this.loading.has(held)) {
+          this.lastUsed.set(held, now);
+          continue;
+        }
+        const idleSince = Math.max(this.lastUsed.get(held) ?? now, this.changedAt);
+        if (now - idleSince >= grace) due.push([peer, range]);
+        else nextDue = Math.min(nextDue, idleSince + grace);
       }
     }
+    for (const held of this.lastUsed.keys()) {
+      const [peerId] = held.split('@');
+      if (!this.members.has(peerId!)) this.lastUsed.delete(held);
+    }
+    for (const [peer, range] of due) void this.unload(peer, range);
+    if (nextDue < Infinity) this.scheduleSweep(Math.max(1, nextDue - now));
   }
 
   /**
@@ -383,6 +422,7 @@ export class Mesh implements RouteProvider, VerifierSource {
     const index = peer.ranges.findIndex((r) => key(r) === key(range));
     if (index < 0) return;
     peer.ranges.splice(index, 1);
+    this.lastUsed.delete(`${peer.id}@${key(range)}`);
     this.latencyMap(peer).delete(key(range));
     this.changed();
     const deadline = new AbortController();
@@ -453,6 +493,7 @@ export class Mesh implements RouteProvider, VerifierSource {
   }
 
   private changed(): void {
+    this.changedAt = this.clock.now();
     this.scheduleSweep(); // the plan may have moved
     for (const listener of this.listeners) listener();
   }
