@@ -32,10 +32,10 @@ afterAll(async () => {
 });
 
 /** p1, p2 (echoes from its `after + 1`-th frame), p3, and the head as a member that is never planned (a witness). */
-function meshWithEcho(after: number, withHead = true) {
+function meshWithEcho(after: number, withHead = true, headBudgetLayers = Infinity) {
   let echo!: FaultyPeer;
   const t = inProcessMesh(ctx, 3, (id, peer) => (id === 'p2' ? new InProcessLink((echo = new FaultyPeer(peer, 'echo', after))) : new InProcessLink(peer)));
-  if (withHead) t.mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)) });
+  if (withHead) t.mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: 'cpu', memoryBudgetBytes: Math.min(1 << 30, Math.floor(headBudgetLayers * t.mesh.model.bytesPerLayer)), link: new InProcessLink(createPeer(ctx)) });
   return { t, echo: () => echo };
 }
 
@@ -80,6 +80,18 @@ describe('--verify catches a peer that echoes its input', () => {
     expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine).toBeDefined();
     const next = openSession(ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
     expect((await collect(next)).ids).toEqual(expected);
+  });
+
+  it('the head witnesses only ranges that fit its memory budget: the others are skipped', async () => {
+    // Room for one and a half layers: p3's [4,5) is checked on the head, p1's and p2's [0,2) [2,4) are not.
+    const { t, echo } = meshWithEcho(0, true, 1.5);
+    const checked: string[] = [];
+    const v = new HopVerifier({ fraction: 1, source: t.mesh, rng: createRng(7), onResult: (r, peerId) => checked.push(`${peerId} ${r}`) });
+    const session = openSession(ctx, t.provider, greedy(8), undefined, { verifier: v }, PROMPT);
+    await collect(session);
+    expect(new Set(checked)).toEqual(new Set(['p1 skipped', 'p2 skipped', 'p3 agreed']));
+    expect(echo().faulted).toBeGreaterThan(0);
+    expect(t.mesh.peers.find((p) => p.id === HEAD_PEER_ID)!.ranges).toEqual([{ start: 4, end: 5 }]);
   });
 
   it('with no witness (no head, no other holder of the range) a check is skipped, never blamed on the hop', async () => {

@@ -232,12 +232,12 @@ export class Mesh implements RouteProvider, VerifierSource {
 
   /**
    * A witness for `--verify`: the head itself when it is in the mesh, not the suspect and not
-   * quarantined (it loads the range if it must), else another peer that holds the range
-   * already. Undefined when there is none.
+   * quarantined (it loads the range if it must and the range fits its memory budget beside
+   * what it holds), else another peer that holds the range already. Undefined when there is none.
    */
   async verifierFor(range: LayerRange, suspect: string, signal?: AbortSignal): Promise<HopLease | undefined> {
     const head = this.members.get(HEAD_PEER_ID);
-    const candidates = [...(head && head.id !== suspect && !head.quarantine ? [head] : [])];
+    const candidates = [...(head && head.id !== suspect && !head.quarantine && this.fitsHead(head, range) ? [head] : [])];
     for (const peer of this.members.values()) {
       if (peer.id !== HEAD_PEER_ID && peer.id !== suspect && !peer.quarantine && this.holds(peer.id, range)) candidates.push(peer);
     }
@@ -250,6 +250,13 @@ export class Mesh implements RouteProvider, VerifierSource {
       }
     }
     return undefined;
+  }
+
+  /** The head witnesses a range it holds, or one that fits its memory budget beside what it holds. */
+  private fitsHead(head: MeshPeer, range: LayerRange): boolean {
+    if (this.holds(head.id, range)) return true;
+    const layers = head.ranges.reduce((sum, r) => sum + (r.end - r.start), range.end - range.start);
+    return layers * this.model.bytesPerLayer <= (this.options.headBudgetBytes ?? head.memoryBudgetBytes);
   }
 
   deviceOf(peerId: string): string | undefined {
