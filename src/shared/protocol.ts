@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 1 } as const;
+export const PROTOCOL_VERSION = { major: 2, minor: 2 } as const;
 
 /*
  * Protocol history (version → what changed):
@@ -22,10 +22,16 @@ export const PROTOCOL_VERSION = { major: 2, minor: 1 } as const;
  *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
  *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
  *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
- * - 2.1 (issue 14): `unload` (head → peer: drop a layer range no plan uses any more, its
+ * - 2.1: weight formats (#12): `hello.weightFormats` lists the formats a peer can serve;
+ *   `assign.weights` says which one (format, block size, accuracy level) and `ready.weights`
+ *   echoes what was loaded; a peer refuses an assignment it cannot honour with
+ *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
+ *   2.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
+ *   the activation dtype, which is what 2.0 served.
+ * - 2.2 (issue 14): `unload` (head → peer: drop a layer range no plan uses any more, its
  *   executor and any KV left on it; the weights stop counting against the peer's memory
- *   budget) answered by `unloaded`. A 2.0 peer refuses `unload` as an unknown kind, and the
- *   head then keeps counting that range as loaded.
+ *   budget) answered by `unloaded`. A 2.0 or 2.1 peer refuses `unload` as an unknown kind,
+ *   and the head then keeps counting that range as loaded.
  */
 
 export interface ProtocolVersion {
@@ -58,6 +64,7 @@ export const ERROR_CODES = {
   route_unavailable: 'no peer (or head) can serve a layer range the route needs',
   unknown_kind: 'a control message or frame kind the receiver does not know',
   peer_id_taken: 'another connected peer holds this peer id (and still answers a ping); the id head is reserved',
+  unsupported_weights: 'the peer cannot serve the weight format it was assigned (or the artifact holds another one)',
 } as const satisfies Record<string, string>;
 
 /** A wire error code: one of the keys of `ERROR_CODES`. */
@@ -99,3 +106,17 @@ export const ARTIFACT_TOKEN_HEADER = 'x-meshnet-token';
 
 /** Activation element types on the wire (same names as core's `ActivationDtype`). */
 export type WireDtype = 'fp32' | 'fp16';
+
+/** Weight formats on the wire (same names as core's `WeightFormat`). */
+export type WireWeightFormat = 'fp32' | 'fp16' | 'q8' | 'q4';
+export const WIRE_WEIGHT_FORMATS: readonly WireWeightFormat[] = ['fp32', 'fp16', 'q8', 'q4'];
+
+/**
+ * A weight format with its block size (a power of two ≥ 16 for q8/q4, 0 for fp32/fp16) and
+ * MatMulNBits accuracy level (0 or 4 for q8/q4, 0 for fp32/fp16). Same shape as core's `WeightSpec`.
+ */
+export interface WireWeights {
+  readonly format: WireWeightFormat;
+  readonly blockSize: number;
+  readonly accuracyLevel: 0 | 4;
+}

@@ -30,7 +30,7 @@ export async function inProcessRoute(executors: readonly ShardExecutor[], memory
   for (const [i, executor] of executors.entries()) {
     const peer = new ShardPeer({ loader: { load: async () => executor }, memoryBudgetBytes });
     // The loader ignores the assignment's details: the executor is already loaded.
-    const assign = { kind: 'assign', range: executor.range } as AssignMessage;
+    const assign = { kind: 'assign', range: executor.range, weights: executor.weights } as AssignMessage;
     const ready = await peer.handleControl(assign);
     if (ready.kind !== 'ready') throw new Error(`in-process shard ${i} did not load: ${JSON.stringify(ready)}`);
     peers.push(peer);

@@ -20,7 +20,7 @@ export function feedMeshState(mesh: Mesh, store: MeshStateStore, metrics: HeadMe
   const stats = new Map<string, StatsMessage>();
   const heartbeats = new Map<string, number>();
   const drops = new Map<string, ReturnType<typeof setTimeout>>();
-  const view = (peer: MeshPeer) => peerView(peer, stats.get(peer.id), heartbeats.get(peer.id));
+  const view = (peer: MeshPeer) => peerView(peer, stats.get(peer.id), heartbeats.get(peer.id), mesh.model.bytesPerLayer);
 
   const sync = () => {
     const known = new Map(store.state.peers.map((p) => [p.id, p]));
