@@ -12,6 +12,9 @@ import { activationDifference, HopVerifier, toleranceFor, type VerifyResult } fr
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { createRng } from '../../src/core/sampling/rng.ts';
 import { f32ToF16Bits } from '../../src/core/model/dtype.ts';
+import { weightSpec, type WeightSpec } from '../../src/core/model/quant/weight-format.ts';
+import { Mesh } from '../../src/core/route/mesh.ts';
+import { meshModel } from '../../src/node/mesh-model.ts';
 import { tempDir } from '../engine/harness.ts';
 import { FaultyPeer } from './peer-doubles.ts';
 import { collect, createPeer, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
@@ -105,6 +108,50 @@ describe('--verify catches a peer that echoes its input', () => {
   });
 });
 
+describe('honest peers are never blamed', () => {
+  /** Three honest peers serving `weights`, and the head (same format) as the witness. */
+  function honestMesh(weights: WeightSpec, echoing?: FaultyPeer[]) {
+    const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weights), { headLayers: 'none' });
+    for (const id of ['p1', 'p2', 'p3', HEAD_PEER_ID]) {
+      const peer = createPeer(ctx);
+      const link = new InProcessLink(echoing && id === 'p2' ? echoing[echoing.push(new FaultyPeer(peer, 'echo', 2)) - 1]! : peer);
+      mesh.addPeer({ id, runtime: id === HEAD_PEER_ID ? 'head' : 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, weightFormats: ['fp32', 'fp16', 'q8', 'q4'] });
+    }
+    return mesh;
+  }
+
+  it('with the looser int8 tolerance an echo is still caught at its first wrong answer', async () => {
+    const weights = weightSpec('fp32', { format: 'q4', accuracyLevel: 4 });
+    const expectedQ4 = (await collect(openSession(ctx, honestMesh(weights), greedy(TOKENS), undefined, {}, PROMPT))).ids;
+    const echoing: FaultyPeer[] = [];
+    const mesh = honestMesh(weights, echoing);
+    const v = new HopVerifier({ fraction: 1, source: mesh, rng: createRng(3) });
+    const session = openSession(ctx, mesh, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+    expect((await collect(session)).ids).toEqual(expectedQ4);
+    expect(echoing[0]!.faulted).toBe(1);
+    expect(session.telemetry.repairs.map((r) => r.cause)).toEqual(['mismatch']);
+  });
+
+  for (const [name, weights] of [
+    ['q8', weightSpec('fp32', { format: 'q8' })],
+    ['q4, accuracy level 4 (int8 activations)', weightSpec('fp32', { format: 'q4', accuracyLevel: 4 })],
+    ['q4, accuracy level 0', weightSpec('fp32', { format: 'q4', accuracyLevel: 0 })],
+  ] as const) {
+    it(`${name} weights: every step checked agrees with its replay (prefill against step by step), tokens as unchecked`, async () => {
+      const unchecked = await collect(openSession(ctx, honestMesh(weights), greedy(TOKENS), undefined, {}, PROMPT));
+      const mesh = honestMesh(weights);
+      const results: VerifyResult[] = [];
+      const v = new HopVerifier({ fraction: 1, source: mesh, rng: createRng(3), onResult: (r) => results.push(r) });
+      const session = openSession(ctx, mesh, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+      expect((await collect(session)).ids).toEqual(unchecked.ids);
+      expect(results.length).toBeGreaterThanOrEqual(3 * TOKENS);
+      expect(new Set(results)).toEqual(new Set(['agreed']));
+      expect(session.telemetry.repairs).toEqual([]);
+      expect(mesh.peers.filter((p) => p.quarantine).map((p) => p.id)).toEqual([]);
+    });
+  }
+});
+
 describe('the comparison', () => {
   const block = (values: number[]) => ({ dtype: 'fp32' as const, data: Float32Array.from(values), tokens: 1, hiddenSize: values.length });
   it('is relative to the larger of 1 and the reference’s magnitude; shapes that differ never agree', () => {
@@ -122,5 +169,9 @@ describe('the comparison', () => {
     expect(toleranceFor(['cpu', 'webgpu'], 'fp32')).toBe(5e-3);
     expect(toleranceFor(['cpu', 'some-npu'], 'fp32')).toBe(1e-2);
     expect(toleranceFor(['cpu', 'cpu'], 'fp16')).toBe(3e-2);
+    const q4 = (accuracyLevel: 0 | 4) => ({ format: 'q4' as const, blockSize: 32, accuracyLevel });
+    expect(toleranceFor(['cpu', 'cpu'], 'fp32', [q4(4), q4(4)]), 'int8 activations').toBe(5e-2);
+    expect(toleranceFor(['cpu', 'cpu'], 'fp32', [q4(0), q4(0)])).toBe(1e-3);
+    expect(toleranceFor(['cpu', 'cpu'], 'fp32', [{ format: 'fp32', blockSize: 0, accuracyLevel: 0 }, undefined])).toBe(1e-3);
   });
 });

@@ -269,6 +269,11 @@ export class Mesh implements RouteProvider, VerifierSource {
     return layers * this.model.bytesPerLayer <= (this.options.headBudgetBytes ?? head.memoryBudgetBytes);
   }
 
+  weightsOf(peerId: string): WireWeights | undefined {
+    const peer = this.members.get(peerId);
+    return peer && (peer.weights ?? this.model.weights);
+  }
+
   deviceOf(peerId: string): string | undefined {
     const peer = this.members.get(peerId);
     return peer?.device ?? peer?.executionProvider;
