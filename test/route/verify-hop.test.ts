@@ -132,19 +132,21 @@ describe('honest peers are never blamed', () => {
     expect(session.telemetry.repairs.map((r) => r.cause)).toEqual(['mismatch']);
   });
 
+  // Long enough for the int8 rounding jumps to show: q8 level 4's first is at step 38 (seed-free: greedy).
+  const HONEST_TOKENS = 48;
   for (const [name, weights] of [
-    ['q8', weightSpec('fp32', { format: 'q8' })],
+    ['q8 (accuracy level 4)', weightSpec('fp32', { format: 'q8' })],
     ['q4, accuracy level 4 (int8 activations)', weightSpec('fp32', { format: 'q4', accuracyLevel: 4 })],
     ['q4, accuracy level 0', weightSpec('fp32', { format: 'q4', accuracyLevel: 0 })],
   ] as const) {
     it(`${name} weights: every step checked agrees with its replay (prefill against step by step), tokens as unchecked`, async () => {
-      const unchecked = await collect(openSession(ctx, honestMesh(weights), greedy(TOKENS), undefined, {}, PROMPT));
+      const unchecked = await collect(openSession(ctx, honestMesh(weights), greedy(HONEST_TOKENS), undefined, {}, PROMPT));
       const mesh = honestMesh(weights);
       const results: VerifyResult[] = [];
       const v = new HopVerifier({ fraction: 1, source: mesh, rng: createRng(3), onResult: (r) => results.push(r) });
-      const session = openSession(ctx, mesh, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+      const session = openSession(ctx, mesh, greedy(HONEST_TOKENS), undefined, { verifier: v }, PROMPT);
       expect((await collect(session)).ids).toEqual(unchecked.ids);
-      expect(results.length).toBeGreaterThanOrEqual(3 * TOKENS);
+      expect(results.length).toBeGreaterThanOrEqual(3 * HONEST_TOKENS);
       expect(new Set(results)).toEqual(new Set(['agreed']));
       expect(session.telemetry.repairs).toEqual([]);
       expect(mesh.peers.filter((p) => p.quarantine).map((p) => p.id)).toEqual([]);
