@@ -10,15 +10,15 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 2 } as const;
+export const PROTOCOL_VERSION = { major: 2, minor: 3 } as const;
 
 /**
- * The first minor version (of major 2) whose peers keep the position rule (2.2): a frame
+ * The first minor version (of major 2) whose peers keep the position rule (2.3): a frame
  * whose start position is below the hop's KV length truncates the KV to that position, then
  * runs; one above it is a cache miss. A head sends a frame that starts below a hop's KV length
  * (a speculative step after rejected drafts) only to peers that announced at least this.
  */
-export const POSITION_RULE_MINOR = 2;
+export const POSITION_RULE_MINOR = 3;
 
 /*
  * Protocol history (version → what changed):
@@ -36,15 +36,19 @@ export const POSITION_RULE_MINOR = 2;
  *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
  *   2.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
  *   the activation dtype, which is what 2.0 served.
- * - 2.2: the position rule (speculative decoding). A frame whose start position is below the
+ * - 2.2 (issue 14): `unload` (head → peer: drop a layer range no plan uses any more, its
+ *   executor and any KV left on it; the weights stop counting against the peer's memory
+ *   budget) answered by `unloaded`. A 2.0 or 2.1 peer refuses `unload` as an unknown kind,
+ *   and the head then keeps counting that range as loaded.
+ * - 2.3: the position rule (speculative decoding). A frame whose start position is below the
  *   hop's KV length means "drop the positions from there, then run": the rejected drafts of a
  *   speculative step leave the KV exactly so. KV that cannot be trimmed where it lives (GPU
  *   buffers) is emptied, and the frame answers `cache_miss` (the head rebuilds that hop). A
  *   frame above the KV length is a `cache_miss`, as before. Frames may carry several
  *   positions after position 0 (a speculative step: the last token plus k drafts; a chunk of
- *   a pipelined prefill). No header change. A 2.0 or 2.1 peer trimmed only KV held on the CPU
+ *   a pipelined prefill). No header change. A 2.0, 2.1 or 2.2 peer trimmed only KV held on the CPU
  *   (GPU-held KV failed the frame), so a head speculates only through peers that announced
- *   2.2 (`POSITION_RULE_MINOR`); pipelined prefill needs no rollback and runs through any 2.x.
+ *   2.3 (`POSITION_RULE_MINOR`); pipelined prefill needs no rollback and runs through any 2.x.
  */
 
 export interface ProtocolVersion {

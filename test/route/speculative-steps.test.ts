@@ -115,7 +115,7 @@ describe('greedy with speculation', () => {
     const off = openSession(ctx, inProcessMesh(ctx, 2).provider, greedy(), undefined, {}, [1], 'off');
     expect((await collect(off)).ids).toEqual(STORIES_GOLDEN);
     expect(speculation(off)).toMatchObject({ drafted: 0, steps: 32 });
-    // 2.0, and the minor just before the rule (2.1: weight formats, no position rule).
+    // 2.0, and the minor just before the rule (2.2: unload, no position rule).
     for (const minor of [0, POSITION_RULE_MINOR - 1]) {
       const t = inProcessMesh(ctx, 0);
       t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)), protocol: { major: 2, minor } });

@@ -40,6 +40,8 @@ const samples: Record<ControlKind, ControlMessage> = {
   ready: { kind: 'ready', id: 'c2', modelKey: 'stories260k@abc123', range: { start: 2, end: 5 }, loadMs: 81.5, device: 'webgpu' },
   release: { kind: 'release', id: 'c3', sessionId: SESSION },
   released: { kind: 'released', id: 'c3', sessionId: SESSION, freedEntries: 2 },
+  unload: { kind: 'unload', id: 'c5', modelKey: 'stories260k@abc123', range: { start: 0, end: 3 } },
+  unloaded: { kind: 'unloaded', id: 'c5', range: { start: 0, end: 3 }, loaded: true, freedEntries: 1 },
   error: { kind: 'error', id: 'c4', code: 'cache_miss', message: 'evicted', sessionId: SESSION, requestId: 4294967295 },
   stats: { kind: 'stats', kvEntries: 3, kvBytes: 1024, kvBudgetBytes: 4096, tokensServed: 99, framesServed: 12 },
   ping: { kind: 'ping', id: 'p1', t: 1712345678901.5 },
@@ -202,7 +204,7 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 2, minor: 2 });
+    expect(PROTOCOL_VERSION).toEqual({ major: 2, minor: 3 });
     expect(isCompatibleVersion({ major: 2, minor: 9 })).toBe(true);
     expect(isCompatibleVersion({ major: 1, minor: 0 })).toBe(false);
     expect(isCompatibleVersion({ major: 3, minor: 0 })).toBe(false);

@@ -1,7 +1,8 @@
 /**
  * ShardPeer: what every peer runs, whatever its runtime or link. It holds one executor per
- * assigned layer range (a peer may hold several), one KvStore for all of them (the memory
- * budget and LRU eviction), and answers activation frames and control messages. Nothing a
+ * assigned layer range (a peer may hold several, until the head unloads the ones no plan
+ * uses), one KvStore for all of them (the memory budget — what the loaded ranges' weights
+ * leave — and LRU eviction), and answers activation frames and control messages. Nothing a
  * sender puts in a frame or message can reach another session's state: refusals come back
  * as typed errors and the peer keeps serving.
  */
@@ -58,6 +59,9 @@ const RELEASED_MEMORY = 4096;
 export class ShardPeer implements ShardService {
   private readonly executors = new Map<number, ShardExecutor>();
   private readonly loading = new Map<number, Promise<ShardExecutor>>();
+  /** Steps running per range, and who waits for a range to be idle (an unload). */
+  private readonly running = new Map<number, number>();
+  private readonly idleWaiters = new Map<number, (() => void)[]>();
   /** The peer's KV (created with its first range). Protected: a test double evicts through it. */
   protected store: KvStore<unknown> | undefined;
   private readonly released = new Set<string>();
@@ -119,6 +123,10 @@ export class ShardPeer implements ShardService {
           const { format, blockSize, accuracyLevel } = executor.weights;
           return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Date.now() - started, device: executor.device, weights: { format, blockSize, accuracyLevel } };
         }
+        case 'unload': {
+          const { loaded, freedEntries } = await this.unloadRange(message.range);
+          return { kind: 'unloaded', id, range: message.range, loaded, freedEntries };
+        }
         case 'release': {
           const freedEntries = this.store?.release(message.sessionId) ?? 0;
           this.remember(message.sessionId);
@@ -157,6 +165,24 @@ export class ShardPeer implements ShardService {
     const executors = [...this.executors.values()];
     this.executors.clear();
     await Promise.all(executors.map((e) => e.dispose()));
+  }
+
+  /**
+   * Drop `range`: no new step starts on it, the steps running finish, then its KV and its
+   * executor are freed and the KV budget gets its weights back. A range being loaded is
+   * unloaded once it is.
+   */
+  private async unloadRange(range: LayerRange): Promise<{ loaded: boolean; freedEntries: number }> {
+    const key = rangeKey(range);
+    await this.loading.get(key)?.catch(() => undefined);
+    const executor = this.executors.get(key);
+    if (!executor) return { loaded: false, freedEntries: 0 };
+    this.executors.delete(key);
+    if ((this.running.get(key) ?? 0) > 0) await new Promise<void>((resolve) => this.idleWaiters.set(key, [...(this.idleWaiters.get(key) ?? []), resolve]));
+    const freedEntries = this.store?.releaseRange(range) ?? 0;
+    await executor.dispose();
+    this.store?.setBudget(this.kvBudget());
+    return { loaded: true, freedEntries };
   }
 
   private async ensureRange(assign: AssignMessage): Promise<ShardExecutor> {
@@ -205,7 +231,7 @@ export class ShardPeer implements ShardService {
     // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
     const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
-    // The position rule (protocol 2.2): a frame that starts below the KV's length drops the
+    // The position rule (protocol 2.3): a frame that starts below the KV's length drops the
     // positions from its start on, then runs (a speculative step's rejected drafts, a rebuild
     // from 0); one that starts above it is a cache miss. KV that cannot be trimmed where it
     // lives (GPU buffers) is emptied by `truncate`, so that frame is a cache miss too.
@@ -213,7 +239,9 @@ export class ShardPeer implements ShardService {
     if (kv.length < frame.startPosition) {
       throw new ProtocolError('cache_miss', `KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end}) holds ${kv.length} positions, the frame starts at ${frame.startPosition}`, context);
     }
+    const key = rangeKey(frame.range);
     this.store.pin(kv);
+    this.running.set(key, (this.running.get(key) ?? 0) + 1);
     try {
       return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);
     } catch (error) {
@@ -223,7 +251,17 @@ export class ShardPeer implements ShardService {
     } finally {
       this.store.unpin(kv);
       this.store.enforceBudget(kv);
+      this.stepEnded(key);
     }
+  }
+
+  private stepEnded(key: number): void {
+    const left = (this.running.get(key) ?? 1) - 1;
+    if (left > 0) return void this.running.set(key, left);
+    this.running.delete(key);
+    const waiters = this.idleWaiters.get(key);
+    this.idleWaiters.delete(key);
+    for (const wake of waiters ?? []) wake();
   }
 
   /** The memory budget less the weights of every loaded range. */

@@ -17,6 +17,7 @@ import type { SpeculateMode } from '../speculation/drafter.ts';
 import { Drafters, SpeculationUnavailableError } from '../speculation/drafters.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type SessionPolicy } from './route-session.ts';
+import type { HopVerifier } from './verify-hop.ts';
 import type { RouteProvider, SessionTelemetry } from './route-types.ts';
 
 export interface SessionRequest {
@@ -72,6 +73,8 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly drafters?: Drafters;
   /** How sessions draft when the request does not say (`--speculate`, default 'ngram'). */
   readonly speculate?: SpeculateMode;
+  /** `--verify`: checks a sampled share of hop answers (verify-hop.ts). */
+  readonly verifier?: HopVerifier;
 }
 
 export class RouteSessions {
@@ -134,7 +137,7 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength } = this.options;
+    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, verifier } = this.options;
     const session = new RouteSession(
       {
         head,
@@ -150,6 +153,7 @@ export class RouteSessions {
         prefillChunk,
         draftLength,
         drafters,
+        verifier,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },
