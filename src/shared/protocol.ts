@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 3, minor: 0 } as const;
 
 /*
  * Protocol history (version → what changed):

@@ -202,9 +202,9 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 2, minor: 0 });
-    expect(isCompatibleVersion({ major: 2, minor: 9 })).toBe(true);
-    expect(isCompatibleVersion({ major: 1, minor: 0 })).toBe(false);
-    expect(isCompatibleVersion({ major: 3, minor: 0 })).toBe(false);
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 0 });
+    expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
+    expect(isCompatibleVersion({ major: 2, minor: 0 })).toBe(false);
+    expect(isCompatibleVersion({ major: 4, minor: 0 })).toBe(false);
   });
 });
