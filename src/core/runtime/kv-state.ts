@@ -61,8 +61,42 @@ export class KvState<T> {
     readonly sessionId: string,
     readonly range: LayerRange,
     private readonly ops: KvTensorOps<T>,
-    private readonly onBytes?: (delta: number) => void,
+    private onBytes?: (delta: number) => void,
   ) {}
+
+  /** Hand the byte accounting to another owner (a prefix store adopting a released session's KV). */
+  rebind(onBytes: ((delta: number) => void) | undefined): void {
+    this.onBytes?.(-this.heldBytes);
+    this.onBytes = onBytes;
+    this.onBytes?.(this.heldBytes);
+  }
+
+  /**
+   * Fill this empty state with its own copy of the first `length` positions of `source`
+   * (copy on write: `source` is only read). False, changing nothing, when the runtime cannot
+   * copy its tensors (KV on the GPU) or `source` holds fewer positions.
+   */
+  copyFrom(source: KvState<T>, length: number): boolean {
+    this.assertLive();
+    if (this.layers.size > 0 || length > source.length || length < 1) return false;
+    const capacity = poolCapacity(length + 1, 0);
+    const copies = new Map<number, LayerKv<T>>();
+    for (let layer = this.range.start; layer < this.range.end; layer++) {
+      const from = source.past(layer);
+      const key = from && this.ops.grow(from.key, capacity, length);
+      const value = key === undefined ? undefined : this.ops.grow(from!.value, capacity, length);
+      if (key === undefined || value === undefined) {
+        if (key !== undefined) this.ops.dispose(key);
+        for (const kv of copies.values()) this.free(kv, false);
+        return false;
+      }
+      copies.set(layer, { key, value });
+    }
+    for (const [layer, kv] of copies) this.replace(layer, kv);
+    this.room = capacity;
+    this.positions = length;
+    return true;
+  }
 
   /** Number of positions held (the same for every layer). */
   get length(): number {

@@ -48,6 +48,14 @@ export interface ShardExecutor<T = unknown> {
    * throw RangeError.
    */
   run(step: ShardStep, kv: KvState<T>): Promise<Activations>;
+  /**
+   * Run several sessions' steps (equal token counts, at most `maxBatch`) as one run, each
+   * with its own KvState and start, with `run`'s rules per entry; a CacheMissError names the
+   * first entry that cannot run, before anything ran. Absent: the peer runs entries one by one.
+   */
+  runBatch?(steps: readonly ShardStep[], kvs: readonly KvState<T>[]): Promise<Activations[]>;
+  /** Most entries `runBatch` takes at once (1: it runs one at a time). */
+  readonly maxBatch?: number;
   dispose(): Promise<void>;
 }
 
