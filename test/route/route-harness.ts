@@ -44,10 +44,20 @@ export class EvictableShardPeer extends ShardPeer {
   evictAll(): void {
     this.store?.clear();
   }
+
+  /** Forget one session's KV (its next step is a cache miss); the others keep theirs. */
+  evictSession(sessionId: string): number {
+    return this.store?.release(sessionId) ?? 0;
+  }
+
+  /** Forget every prefix entry (a later fork from one is a cache miss). */
+  evictPrefixes(): void {
+    this.prefixes.clear();
+  }
 }
 
-export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): EvictableShardPeer {
-  return new EvictableShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
+export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30, prefixBudgetBytes = 0): EvictableShardPeer {
+  return new EvictableShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes, prefixBudgetBytes });
 }
 
 /** Records every lease the mesh hands out, so tests can check each was closed. */

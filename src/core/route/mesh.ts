@@ -13,6 +13,7 @@ import type { WireDtype } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
+import { BatchingLink } from '../runtime/batching-link.ts';
 import { LeasedLink } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { HopFailure } from './hop-failure.ts';
@@ -39,6 +40,11 @@ export interface MeshOptions extends PlanOptions {
   readonly quarantine?: QuarantinePolicy;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /**
+   * Fold concurrent sessions' decode steps to one peer and range into batched frames
+   * (BatchingLink; default true). Off: every step travels alone.
+   */
+  readonly batching?: boolean;
 }
 
 export interface MeshPeerInit {
@@ -91,7 +97,8 @@ export class Mesh implements RouteProvider {
   addPeer(init: MeshPeerInit): MeshPeer {
     if (this.members.has(init.id)) throw new ProtocolError('peer_id_taken', `peer id '${init.id}' is already in the mesh`);
     // A peer that rejoins under the same id keeps the quarantine it had.
-    const peer: MeshPeer = { ...init, joinedAt: this.clock.now(), ranges: [], quarantine: this.quarantines.get(init.id) };
+    const link = this.options.batching === false ? init.link : new BatchingLink(init.link);
+    const peer: MeshPeer = { ...init, link, joinedAt: this.clock.now(), ranges: [], quarantine: this.quarantines.get(init.id) };
     this.members.set(init.id, peer);
     void init.link.closed.then(() => {
       if (this.members.get(init.id) === peer) this.removePeer(init.id);
