@@ -28,6 +28,7 @@ import { classifyHopFailure, quarantines, type HopFailure } from './hop-failure.
 import { HopHistory } from './hop-history.ts';
 import { HopLatency } from './hop-latency.ts';
 import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
+import type { PrefixMatch, PrefixRegistry } from './prefix-registry.ts';
 import type { HopLease, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
 import { TokenOutput } from './token-output.ts';
 
@@ -68,6 +69,11 @@ export interface RouteSessionDeps extends SessionPolicy {
   readonly onUpdate?: (telemetry: SessionTelemetry) => void;
   /** Called once, synchronously, when the outcome is recorded (before the hops are released). */
   readonly onSettled?: (telemetry: SessionTelemetry) => void;
+  /**
+   * Prefix reuse: start from the longest prefix entry the route's hops hold (fork, then
+   * prefill only the rest), and leave a finished session's KV behind as a new entry.
+   */
+  readonly prefixes?: PrefixRegistry;
 }
 
 interface HopState {
@@ -79,6 +85,11 @@ interface HopState {
 
 type Outcome = Exclude<SessionOutcome, 'running'>;
 
+/** The first `tokens` positions of a block (a view). */
+function firstPositions(a: Activations, tokens: number): Activations {
+  return { ...a, data: a.data.subarray(0, tokens * a.hiddenSize) as Float32Array | Uint16Array, tokens };
+}
+
 export class RouteSession implements AsyncIterable<SessionEvent> {
   readonly telemetry: SessionTelemetry;
   /** Resolves when every hop was released (or its release timed out) and every link closed. */
@@ -89,6 +100,8 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   private readonly leases: HopLease[] = []; // every lease handed to this session, to release
   private readonly banned = new Set<string>();
   private closing: Promise<void> | undefined;
+  /** Tokens whose positions the hops hold, in order (prompt, then each fed sample). */
+  private readonly sequence: number[] = [];
   private readonly clock: Clock;
   private readonly detach: () => void;
 
@@ -132,11 +145,13 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
       const output = new TokenOutput(this.request.params, this.deps.vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings);
       await this.openRoute(signal);
-      let fed: readonly number[] = promptIds; // tokens whose positions the next step fills
-      let position = 0;
+      let position = await this.reusePrefix(signal);
+      let fed: readonly number[] = promptIds.slice(position); // tokens whose positions the next step fills
+      this.sequence.push(...promptIds.slice(0, position));
       for (;;) {
         const hidden = await this.step(fed, position, signal);
         position += fed.length;
+        this.sequence.push(...fed);
         signal.throwIfAborted();
         const { token, done } = output.next(await this.deps.head.logits(hidden));
         this.telemetry.completionTokens = output.generated.length;
@@ -145,7 +160,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
         this.deps.onUpdate?.(this.telemetry);
         if (done) {
           this.settle('finished');
-          yield done;
+          yield this.telemetry.cachedTokens && done.type === 'done' ? { ...done, usage: { ...done.usage, cachedTokens: this.telemetry.cachedTokens } } : done;
           return;
         }
         fed = [token!.tokenId];
@@ -197,23 +212,71 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     if (!this.controller.signal.aborted) this.controller.abort(new DOMException('the session closed', 'AbortError'));
     this.detach();
     const timeoutMs = this.deps.releaseTimeoutMs ?? 5000;
-    await Promise.all(this.leases.map((lease) => this.release(lease, timeoutMs)));
+    // A finished session's KV (every current hop holds each position of `sequence`) stays behind as a prefix entry.
+    const length = this.sequence.length;
+    const keep = this.deps.prefixes && this.telemetry.outcome === 'finished' && length > 0 && this.hops.length > 0 && this.hops.every((h) => !h.stale && h.history.length === length)
+      ? { prefixId: globalThis.crypto.randomUUID(), length }
+      : undefined;
+    const current = new Set(this.hops.map((h) => h.lease));
+    const kept = await Promise.all(this.leases.map((lease) => this.release(lease, timeoutMs, current.has(lease) ? keep : undefined)));
+    if (keep && kept.every((k, i) => !current.has(this.leases[i]) || k > 0)) {
+      this.deps.prefixes!.add({
+        prefixId: keep.prefixId,
+        tokens: this.sequence.slice(),
+        hops: this.hops.map((h) => ({ peerId: h.lease.peerId, range: h.lease.range })),
+        inputs: this.hops.map((h) => h.history.replay()),
+      });
+    }
     this.deps.onUpdate?.(this.telemetry);
     this.markClosed();
   }
 
-  private async release(lease: HopLease, timeoutMs: number): Promise<void> {
+  /** Release one lease (keeping its KV as a prefix entry when asked); resolves to the prefix entries the peer kept. */
+  private async release(lease: HopLease, timeoutMs: number, keepPrefix?: { prefixId: string; length: number }): Promise<number> {
     const timeout = new AbortController();
     const cancel = this.clock.setTimeout(() => timeout.abort(new Error(`no 'released' within ${timeoutMs} ms`)), timeoutMs);
+    let kept = 0;
     try {
-      const answer = await lease.link.control({ kind: 'release', sessionId: this.request.sessionId }, timeout.signal);
-      this.telemetry.releases.push({ peerId: lease.peerId, freedEntries: answer.kind === 'released' ? answer.freedEntries : undefined });
+      const answer = await lease.link.control({ kind: 'release', sessionId: this.request.sessionId, ...(keepPrefix && { keepPrefix }) }, timeout.signal);
+      kept = answer.kind === 'released' ? (answer.keptPrefixes ?? 0) : 0;
+      this.telemetry.releases.push({ peerId: lease.peerId, freedEntries: answer.kind === 'released' ? answer.freedEntries : undefined, ...(keepPrefix && { keptPrefixes: kept }) });
     } catch (error) {
       this.telemetry.releases.push({ peerId: lease.peerId, error: error instanceof Error ? error.message : String(error) });
     } finally {
       cancel();
     }
     await lease.link.close('session closed');
+    return kept;
+  }
+
+  /**
+   * Start from the longest prefix entry every hop of the route holds: each hop forks the
+   * session's KV from it (a copy: the entry is never written) and its history gets the
+   * entry's recorded inputs, so a later cache miss replays as usual. Returns the positions
+   * reused (0: none matched, or a hop no longer held the entry and the session starts cold).
+   */
+  private async reusePrefix(signal: AbortSignal): Promise<number> {
+    const registry = this.deps.prefixes;
+    if (!registry || this.hops.length === 0) return 0;
+    const match = registry.match(this.request.promptIds, this.hops.map((h) => ({ peerId: h.lease.peerId, range: h.lease.range })));
+    if (!match) return 0;
+    const forked = await Promise.all(this.hops.map((hop) => this.fork(hop, match, signal)));
+    signal.throwIfAborted();
+    const reused = forked.every(Boolean);
+    registry.settle(match, reused);
+    if (!reused) return 0;
+    this.hops.forEach((hop, i) => hop.history.record(0, firstPositions(match.entry.inputs[i], match.length)));
+    this.telemetry.cachedTokens = match.length;
+    return match.length;
+  }
+
+  private async fork(hop: HopState, match: PrefixMatch, signal: AbortSignal): Promise<boolean> {
+    try {
+      const answer = await hop.lease.link.control({ kind: 'fork', sessionId: this.request.sessionId, prefixId: match.entry.prefixId, range: hop.lease.range, length: match.length }, signal);
+      return answer.kind === 'forked' && answer.length === match.length;
+    } catch {
+      return false; // evicted (cache_miss), or the peer cannot: this hop prefills from 0
+    }
   }
 
   private async openRoute(signal: AbortSignal): Promise<void> {

@@ -8,6 +8,7 @@
  * are released (that goes on in the background). The HTTP edge only translates requests and
  * responses; every refusal here is a typed error it maps once.
  */
+import type { PrefixRegistry } from './prefix-registry.ts';
 import { completionBudget, type GenerationLimits } from '../model/generation-limits.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -59,6 +60,8 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly minPeers?: PeerQuorum;
   readonly clock?: Clock;
   readonly observer?: SessionObserver;
+  /** Prefix reuse across requests (see RouteSessionDeps.prefixes). */
+  readonly prefixes?: PrefixRegistry;
 }
 
 export class RouteSessions {
@@ -108,7 +111,7 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs } = this.options;
+    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefixes } = this.options;
     const session = new RouteSession(
       {
         head,
@@ -121,6 +124,7 @@ export class RouteSessions {
         backoff,
         releaseTimeoutMs,
         hopTimeoutMs,
+        prefixes,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },

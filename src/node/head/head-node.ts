@@ -4,6 +4,7 @@
  * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh.
  * HTTP APIs (OpenAI, dashboard) mount onto `app` before the server starts.
  */
+import { PrefixRegistry } from '../../core/route/prefix-registry.ts';
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
@@ -57,6 +58,13 @@ export interface HeadOptions {
   readonly log?: (line: string) => void;
   /** The session table: admission, --min-peers, deadlines, accounting. */
   readonly sessions?: HeadSessionOptions;
+  /**
+   * Prefix reuse (`--prefix-cache`): bytes the head's own layers keep for prefix entries;
+   * any value above 0 also turns on the head's registry of what its hops hold. Default 0.
+   */
+  readonly prefixCacheBytes?: number;
+  /** Fold concurrent decode steps into batched frames (default true; `--no-batch` turns it off). */
+  readonly batching?: boolean;
   /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
@@ -116,12 +124,12 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
   log(`head runs ${parts} on ${describeProviders(options.device, headRunner.device, loader.skipped)}`);
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs });
+  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, batching: options.batching });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
     headPeer = new WorkerShardService(
-      { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget },
+      { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget, prefixBudgetBytes: options.prefixCacheBytes },
       log,
     );
     mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer) });
@@ -138,6 +146,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     maxSessions: s.maxSessions ?? 8,
     hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
     observer: s.observer,
+    prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
