@@ -4,6 +4,7 @@
  * HTTP layer calls `requestFinished` per response and `sessionObserved` once per Route
  * Session when it closes; the mesh and the session table set the gauges.
  */
+import type { StatsMessage } from '../../shared/control.ts';
 import type { SessionTelemetry } from '../../core/route/route-types.ts';
 import { MetricsRegistry, type Counter, type Gauge, type Histogram } from './registry.ts';
 
@@ -27,6 +28,12 @@ export class HeadMetrics {
   private readonly liveSessions: Gauge;
   private readonly repairs: Counter;
   private readonly peers: Gauge;
+  private readonly kvBytes: Gauge;
+  private readonly prefixBytes: Gauge;
+  private readonly prefixEntries: Gauge;
+  private readonly prefixBudget: Gauge;
+  private readonly prefixEvictions: Gauge;
+  private readonly cachedTokens: Counter;
 
   constructor(readonly registry: MetricsRegistry = new MetricsRegistry()) {
     const r = registry;
@@ -38,7 +45,15 @@ export class HeadMetrics {
     this.liveSessions = r.gauge('meshnet_live_sessions', 'Route Sessions running now.');
     this.repairs = r.counter('meshnet_repairs_total', 'Hops rebuilt during a session: cache_miss (re-prefill) or replaced (another peer).', ['kind']);
     this.peers = r.gauge('meshnet_peers', 'Peers in the mesh, by runtime.', ['runtime']);
+    this.kvBytes = r.gauge('meshnet_kv_bytes', "Live sessions' KV held by the peers (from their last stats), bytes.");
+    this.prefixBytes = r.gauge('meshnet_prefix_cache_bytes', 'Prefix entries (finished sessions\' KV kept for reuse) held by the peers, bytes; apart from meshnet_kv_bytes.');
+    this.prefixEntries = r.gauge('meshnet_prefix_cache_entries', 'Prefix entries held by the peers (one per peer and kept session).');
+    this.prefixBudget = r.gauge('meshnet_prefix_cache_budget_bytes', "The peers' prefix-entry budgets (--prefix-cache), bytes.");
+    this.prefixEvictions = r.gauge('meshnet_prefix_cache_evictions', 'Prefix entries the peers evicted for their budget (since each started).');
+    this.cachedTokens = r.counter('meshnet_prompt_tokens_cached_total', "Prompt tokens taken from a prefix entry instead of prefilled (usage's cached_tokens).");
     for (const direction of ['in', 'out']) this.tokens.inc({ direction }, 0);
+    this.cachedTokens.inc({}, 0);
+    this.setKv([]);
     for (const kind of ['cache_miss', 'replaced']) this.repairs.inc({ kind }, 0);
     this.setPeers({});
   }
@@ -70,6 +85,17 @@ export class HeadMetrics {
       if (hop.frames > 0) this.hopLatency.observe({ hop: index }, hop.totalMs / hop.frames / 1000, hop.frames);
     });
     for (const repair of telemetry.repairs) this.repairs.inc({ kind: repair.kind });
+    if (telemetry.cachedTokens) this.cachedTokens.inc({}, telemetry.cachedTokens);
+  }
+
+  /** KV and prefix-entry figures summed over the peers' last stats. */
+  setKv(stats: readonly StatsMessage[]): void {
+    const sum = (f: (s: StatsMessage) => number | undefined) => stats.reduce((n, s) => n + (f(s) ?? 0), 0);
+    this.kvBytes.set({}, sum((s) => s.kvBytes));
+    this.prefixBytes.set({}, sum((s) => s.prefixBytes));
+    this.prefixEntries.set({}, sum((s) => s.prefixEntries));
+    this.prefixBudget.set({}, sum((s) => s.prefixBudgetBytes));
+    this.prefixEvictions.set({}, sum((s) => s.prefixEvictions));
   }
 
   setLiveSessions(count: number): void {
