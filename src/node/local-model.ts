@@ -47,6 +47,10 @@ export interface PipelineOptions {
   readonly loader?: OrtLoaderOptions;
   /** How the layer executors keep KV (default: pooled on CPU and wasm, GPU buffers on WebGPU). */
   readonly kvMode?: KvMode;
+  /** Prefix entries each in-process peer may keep, bytes (default 0: none). */
+  readonly prefixBudgetBytes?: number;
+  /** Batched decode across sessions on the in-process route (default true). */
+  readonly batching?: boolean;
 }
 
 export interface LoadedPipeline extends LocalPipeline {
@@ -70,7 +74,7 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
     const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
     stages.push({ executor, kv: new KvStore(executor.kvOps, Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }
-  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes);
+  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes, { batching: options.batching, prefixBudgetBytes: options.prefixBudgetBytes });
   return {
     head,
     stages,
