@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
 import type { HopLease, RouteProvider } from '../../src/core/route/route-types.ts';
-import { BatchingLink } from '../../src/core/runtime/batching-link.ts';
+import { BatchingLink } from '../../src/core/route/batching-link.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { LeasedLink } from '../../src/core/runtime/leased-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';

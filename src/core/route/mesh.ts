@@ -13,7 +13,7 @@ import type { WireDtype } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
-import { BatchingLink } from '../runtime/batching-link.ts';
+import { BatchingLink } from './batching-link.ts';
 import { LeasedLink } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { HopFailure } from './hop-failure.ts';

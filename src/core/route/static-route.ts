@@ -7,7 +7,7 @@ import type { AssignMessage } from '../../shared/control.ts';
 import type { LayerRange } from '../model/types.ts';
 import { ShardPeer } from '../peer/shard-peer.ts';
 import { InProcessLink } from '../runtime/in-process-link.ts';
-import { BatchingLink } from '../runtime/batching-link.ts';
+import { BatchingLink } from './batching-link.ts';
 import { LeasedLink } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { ShardExecutor } from '../runtime/shard-executor.ts';

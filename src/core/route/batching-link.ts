@@ -15,13 +15,15 @@
  * Prefill frames and anything else pass straight through.
  */
 import type { ControlMessage } from '../../shared/control.ts';
-import { FRAME_KIND_CODES, FRAME_OFFSETS } from '../../shared/frame-layout.ts';
+import { FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { decodeBatchFrame, encodeBatchFrame, MAX_BATCH_ENTRIES } from '../frames/batch-frame-codec.ts';
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
-import type { PeerLink } from './peer-link.ts';
+import type { PeerLink } from '../runtime/peer-link.ts';
 
 interface Waiting {
+  /** The caller's bytes (stamped with the request id that answered it, as every link does). */
+  readonly bytes: Uint8Array;
   readonly frame: ActivationFrame;
   readonly signal?: AbortSignal;
   resolve(bytes: Uint8Array): void;
@@ -80,7 +82,7 @@ export class BatchingLink implements PeerLink {
     if (!lane) this.lanes.set(key, (lane = { busy: false, queue: [] }));
     const current = lane;
     return new Promise<Uint8Array>((resolve, reject) => {
-      const waiting: Waiting = { frame, signal, resolve, reject };
+      const waiting: Waiting = { bytes, frame, signal, resolve, reject };
       const onAbort = () => {
         const i = current.queue.indexOf(waiting);
         if (i >= 0) current.queue.splice(i, 1);
@@ -114,7 +116,7 @@ export class BatchingLink implements PeerLink {
   private async sendOne(w: Waiting): Promise<void> {
     this.counts.singles++;
     try {
-      w.resolve(await this.inner.request(encodeFrame(w.frame), w.signal));
+      w.resolve(await this.inner.request(w.bytes, w.signal));
     } catch (error) {
       w.reject(error);
     }
@@ -123,6 +125,7 @@ export class BatchingLink implements PeerLink {
   private async sendBatch(entries: Waiting[]): Promise<void> {
     const first = entries[0].frame;
     let answer;
+    let requestId = 0;
     try {
       const bytes = encodeBatchFrame({
         kind: 'batch',
@@ -134,6 +137,7 @@ export class BatchingLink implements PeerLink {
       });
       // Not aborted by any one entry's signal: the others still want their answers.
       answer = decodeBatchFrame(await this.inner.request(bytes));
+      requestId = frameRequestId(bytes) ?? 0;
       if (answer.kind !== 'batch-result' || answer.entries.length !== entries.length) throw new ProtocolError('bad_frame', 'the peer answered a batch with a frame that is not its result');
     } catch (error) {
       for (const w of entries) w.reject(error);
@@ -149,7 +153,8 @@ export class BatchingLink implements PeerLink {
       }
       if (got.error) return w.reject(new ProtocolError(got.error.code, got.error.message, { sessionId: got.sessionId }));
       try {
-        w.resolve(encodeFrame({ kind: 'result', requestId: w.frame.requestId, sessionId: got.sessionId, startPosition: got.startPosition, range: answer.range, activations: got.activations }));
+        stampFrameRequestId(w.bytes, requestId);
+        w.resolve(encodeFrame({ kind: 'result', requestId, sessionId: got.sessionId, startPosition: got.startPosition, range: answer.range, activations: got.activations }));
       } catch (error) {
         w.reject(error);
       }
