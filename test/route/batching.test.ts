@@ -10,7 +10,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
+import { BatchingHeadRunner } from '../../src/core/route/batching-head.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
+import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import type { HopLease, RouteProvider } from '../../src/core/route/route-types.ts';
 import { BatchingLink } from '../../src/core/route/batching-link.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -56,9 +58,9 @@ afterAll(async () => {
   await root?.remove();
 });
 
-function session(provider: RouteProvider, spec: Spec, signal?: AbortSignal): RouteSession {
+function session(provider: RouteProvider, spec: Spec, signal?: AbortSignal, head: HeadRunner = ctx.head): RouteSession {
   return new RouteSession(
-    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 } },
+    { head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 } },
     { sessionId: randomUUID(), promptIds: spec.prompt, params: spec.params },
     signal,
   );
@@ -104,7 +106,9 @@ describe('batched decode', () => {
       // arrive meanwhile leave together.
       const gate = gates.get('p1')!;
       gate.hold(0);
-      const runs = SPECS.map((spec) => collect(session(m.provider, spec)));
+      // The LM head batched too (as the head node does): concurrent sessions' logits in one run.
+      const head = new BatchingHeadRunner(ctx.head);
+      const runs = SPECS.map((spec) => collect(session(m.provider, spec, undefined, head)));
       await gate.held.promise;
       await new Promise((r) => setImmediate(r));
       gate.release();
@@ -112,6 +116,7 @@ describe('batched decode', () => {
       expect(together).toEqual(expected);
       const stats = batchingStats(m);
       expect(stats.reduce((n, s) => n + s.batchedEntries, 0)).toBeGreaterThan(8);
+      expect(head.stats.batchedRows).toBeGreaterThan(8);
       for (const peer of peers) {
         const served = peer.stats();
         expect(served.kind === 'stats' && served.batchFrames).toBeGreaterThan(0);

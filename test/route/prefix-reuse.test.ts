@@ -13,8 +13,12 @@ import { PrefixRegistry } from '../../src/core/route/prefix-registry.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
 import type { RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
 import type { StatsMessage } from '../../src/shared/control.ts';
+import { SocketLink } from '../../src/core/runtime/socket-link.ts';
+import { dialSocket } from '../../src/node/net/ws-dial.ts';
 import { tempDir } from '../engine/harness.ts';
-import { collect, greedy, inProcessMesh, openStories, type StoriesContext, type TestMesh } from './route-harness.ts';
+import { startDirectPeerServer, type DirectPeerServer } from '../transport/transport-harness.ts';
+import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
+import { collect, createPeer, greedy, inProcessMesh, openStories, type StoriesContext, type TestMesh } from './route-harness.ts';
 
 let root: { dir: string; remove: () => Promise<void> };
 let ctx: StoriesContext;
@@ -24,7 +28,9 @@ beforeAll(async () => {
   process.env.MESHNET_HOME = root.dir;
   ctx = await openStories();
 });
+const servers: DirectPeerServer[] = [];
 afterAll(async () => {
+  for (const server of servers) await server.close();
   await ctx?.head.dispose();
   await root?.remove();
 });
@@ -114,6 +120,29 @@ describe('prefix reuse', () => {
       const now = peer.prefixChecksums();
       for (const [id, sum] of before[i]) expect(now.get(id), `entry ${id} on p${i + 1}`).toBe(sum);
     });
+  }, 60_000);
+
+  it('over socket links: keepPrefix and fork cross the wire', async () => {
+    const peers = [createPeer(ctx, 1 << 30, 64 * 2 ** 20), createPeer(ctx, 1 << 30, 64 * 2 ** 20)];
+    const links = new Map<string, PeerLink>();
+    for (const [i, peer] of peers.entries()) {
+      const server = await startDirectPeerServer(peer);
+      servers.push(server);
+      const dialed = await dialSocket(server.url);
+      const link = new SocketLink(dialed.socket, { timeoutMs: 30_000 });
+      dialed.attach(link);
+      links.set(`p${i + 1}`, link);
+    }
+    const m = inProcessMesh(ctx, 2, (id) => links.get(id)!);
+    const registry = new PrefixRegistry({ minTokens: 4 });
+    const turn1 = await run(m.provider, FIRST, registry);
+    const second = [...FIRST, ...turn1.ids, 3, 4];
+    const cold = await run(m.provider, second);
+    const warm = await run(m.provider, second, registry);
+    expect(warm.ids).toEqual(cold.ids);
+    expect(warm.session.telemetry.cachedTokens).toBe(FIRST.length + MAX - 1);
+    for (const peer of peers) expect(peer.stats()).toMatchObject({ kvEntries: 0, prefixHits: 1 });
+    for (const peer of peers) await peer.dispose();
   }, 60_000);
 
   it('prefix entries have their own budget: one that does not fit is not kept, live KV still returns to zero', async () => {

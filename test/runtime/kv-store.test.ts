@@ -121,7 +121,8 @@ describe('KvState', () => {
   it('poolCapacity rounds to blocks with room to grow', () => {
     expect(poolCapacity(1, 0)).toBe(KV_BLOCK_POSITIONS);
     expect(poolCapacity(KV_BLOCK_POSITIONS + 1, KV_BLOCK_POSITIONS)).toBe(2 * KV_BLOCK_POSITIONS);
-    expect(poolCapacity(2049, 2048)).toBe(3072);
+    expect(poolCapacity(2049, 2048)).toBe(2304);
+    expect(poolCapacity(10, 512)).toBe(512);
   });
 
   it('reserve with ops that cannot grow (GPU KV) changes nothing and says so', () => {

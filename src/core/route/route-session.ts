@@ -271,11 +271,20 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   }
 
   private async fork(hop: HopState, match: PrefixMatch, signal: AbortSignal): Promise<boolean> {
+    // A fork is a copy on the peer: it gets the release timeout, then the session starts cold.
+    const timeoutMs = this.deps.releaseTimeoutMs ?? 5000;
+    const deadline = new AbortController();
+    const onAbort = () => deadline.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const cancel = this.clock.setTimeout(() => deadline.abort(new Error(`no 'forked' within ${timeoutMs} ms`)), timeoutMs);
     try {
-      const answer = await hop.lease.link.control({ kind: 'fork', sessionId: this.request.sessionId, prefixId: match.entry.prefixId, range: hop.lease.range, length: match.length }, signal);
+      const answer = await hop.lease.link.control({ kind: 'fork', sessionId: this.request.sessionId, prefixId: match.entry.prefixId, range: hop.lease.range, length: match.length }, deadline.signal);
       return answer.kind === 'forked' && answer.length === match.length;
     } catch {
-      return false; // evicted (cache_miss), or the peer cannot: this hop prefills from 0
+      return false; // evicted (cache_miss), too slow, or the peer cannot: this hop prefills from 0
+    } finally {
+      cancel();
+      signal.removeEventListener('abort', onAbort);
     }
   }
 

@@ -40,10 +40,14 @@ export interface LayerKv<T> {
 /** Positions a pool grows by at least (and rounds its capacity to). */
 export const KV_BLOCK_POSITIONS = 256;
 
-/** The capacity a pool reserves for `needed` positions: room for the next blocks, rounded to a block. */
+/**
+ * The capacity a pool reserves for `needed` positions: `needed` rounded up to a block. Not
+ * more: GroupQueryAttention's CPU kernel clears and fills a present buffer as large as the
+ * past's capacity on every step, so spare room costs every step, while growing by one block
+ * copies the held positions once per 256 steps.
+ */
 export function poolCapacity(needed: number, current: number): number {
-  const grown = Math.max(needed, Math.ceil(current * 1.5));
-  return Math.ceil(grown / KV_BLOCK_POSITIONS) * KV_BLOCK_POSITIONS;
+  return Math.max(current, Math.ceil(needed / KV_BLOCK_POSITIONS) * KV_BLOCK_POSITIONS);
 }
 
 export class KvState<T> {

@@ -14,6 +14,8 @@ export interface HeadRunner {
   embed(ids: readonly number[]): Promise<Activations>;
   /** Logits [vocab] of the last position of `hidden`. */
   logits(hidden: Activations): Promise<Float32Array>;
+  /** Logits of the last position of each block, in one run (several sessions' steps at once); absent: one `logits` call each. */
+  logitsBatch?(hiddens: readonly Activations[]): Promise<Float32Array[]>;
   dispose(): Promise<void>;
 }
 
@@ -43,6 +45,21 @@ export class OrtHeadRunner implements HeadRunner {
     const input = new this.ort.Tensor(type, hidden.data as Float32Array, [1, hidden.tokens, this.hiddenSize]);
     const out = (await this.head.run({ [HEAD_INPUT]: input }))[HEAD_OUTPUT_LOGITS];
     return out.data as Float32Array;
+  }
+
+  async logitsBatch(hiddens: readonly Activations[]): Promise<Float32Array[]> {
+    if (hiddens.length === 1) return [await this.logits(hiddens[0])];
+    const H = this.hiddenSize;
+    const rows = this.dtype === 'fp16' ? new Uint16Array(hiddens.length * H) : new Float32Array(hiddens.length * H);
+    hiddens.forEach((h, b) => {
+      checkActivations(h, H);
+      rows.set(h.data.subarray((h.tokens - 1) * H, h.tokens * H), b * H); // each block's last position
+    });
+    const type = this.dtype === 'fp16' ? 'float16' : 'float32';
+    const input = new this.ort.Tensor(type, rows as Float32Array, [hiddens.length, 1, H]);
+    const out = (await this.head.run({ [HEAD_INPUT]: input }))[HEAD_OUTPUT_LOGITS].data as Float32Array;
+    const V = this.vocabSize;
+    return hiddens.map((_, b) => out.slice(b * V, (b + 1) * V));
   }
 
   async dispose(): Promise<void> {

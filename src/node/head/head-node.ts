@@ -4,6 +4,7 @@
  * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh.
  * HTTP APIs (OpenAI, dashboard) mount onto `app` before the server starts.
  */
+import { BatchingHeadRunner } from '../../core/route/batching-head.ts';
 import { PrefixRegistry } from '../../core/route/prefix-registry.ts';
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -118,7 +119,9 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
   const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype);
   const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype);
-  const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  const loadedHead = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  // Concurrent sessions' LM heads run as one batch, like their decode steps on the peers.
+  const headRunner = options.batching === false ? loadedHead : new BatchingHeadRunner(loadedHead);
   // One line says where this process runs what. The head's own layers (in a worker thread)
   // get the same providers: the probe's verdict is inherited (provider-probe.ts).
   const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
