@@ -18,7 +18,7 @@ export const WEIGHTS_FILE = 'weights.bin';
 export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } | { readonly kind: 'embedding' } | { readonly kind: 'head' };
 
 /** Bump when the graph layout changes, so cached artifacts are rebuilt. */
-export const ARTIFACT_FORMAT = 17; // 17 (issue 17; renumber at merge, other branches bump too): past_lengths input, capacity past KV, new.{l}.* outputs, batch dimension (KV pool)
+export const ARTIFACT_FORMAT = 18; // 18 (issue 17; renumber at merge, other branches bump too): past_lengths input, capacity past KV, new.{l}.* outputs, batch dimension (KV pool); head graph with a batch dimension
 
 /** One weight: `length` bytes at `offset` in checkpoint `file`, placed at `packedOffset`. */
 export interface WeightSegment {
