@@ -2,6 +2,7 @@
  * The bench report: raw per-configuration results plus the derived figures and the verdict
  * on each target. Pure: plain data in, plain data out.
  */
+import type { GrammarMaskReport } from './grammar-mask.ts';
 import type { ModelConfig } from '../src/core/model/types.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
@@ -108,6 +109,8 @@ export interface BenchReport {
   readonly linkDelayMs?: number;
   readonly machine: Record<string, string | number>;
   readonly bandwidth: { readonly oneStream: number; readonly allStreams: number; readonly streams: number };
+  /** Grammar-constrained sampling: mask cost per token (bench/grammar-mask.ts). */
+  readonly grammarMask?: GrammarMaskReport;
   readonly llamaCpp: { readonly version: string; readonly status: 'measured' | 'skipped'; readonly reason?: string };
   readonly meshnetWeights: { readonly available: readonly MeshnetWeights[]; readonly unavailable: readonly { readonly weights: MeshnetWeights; readonly reason: string }[] };
   readonly models: readonly (ModelReport & { readonly weightBytesPerToken: number; readonly limitTokensPerSecond: number; readonly rows: readonly Row[] })[];

@@ -20,6 +20,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { openLocalModel } from '../src/node/local-model.ts';
 import type { BandwidthSample } from './bandwidth.ts';
+import type { GrammarMaskReport } from './grammar-mask.ts';
 import { exportForTransformers } from './export-transformers.ts';
 import { generateCheckpoint } from './generate-checkpoint.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
@@ -175,6 +176,8 @@ else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relati
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);
 const smolDir = await generateCheckpoint(path.join(CACHE, 'smollm2-135m-shaped'));
+log('grammar mask cost per token (xgrammar, 49,152 and 151,936 vocabularies)');
+const grammarMask = JSON.parse(await runChild('grammar-mask.ts', ['--steps', quick ? '200' : '600'])) as GrammarMaskReport;
 const models: ModelReport[] = [];
 models.push(await benchModel('stories260k', STORIES));
 models.push(await benchModel('smollm2-135m-shaped', smolDir));
@@ -189,6 +192,7 @@ const report: BenchReport = summarize({
   linkDelayMs,
   machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '', totalMemoryBytes: os.totalmem(), node: process.version, platform: `${os.platform()} ${os.release()}` },
   bandwidth,
+  grammarMask,
   llamaCpp: llamaCpp.ok ? { version: NODE_LLAMA_CPP_VERSION, status: 'measured' } : { version: NODE_LLAMA_CPP_VERSION, status: 'skipped', reason: llamaCpp.reason },
   meshnetWeights,
   models,

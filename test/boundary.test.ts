@@ -159,7 +159,8 @@ const BELOW_NODE = ['src/shared', ...CORE];
  */
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/shared': [],
-  'src/core/model': ['src/shared'],
+  // Tool-call formats and structured output (model) build grammars for the sampler's engine.
+  'src/core/model': ['src/shared', 'src/core/sampling'],
   'src/core/sampling': [],
   'src/core/frames': ['src/shared', 'src/core/model'],
   'src/core/runtime': ['src/shared', 'src/core/model'],

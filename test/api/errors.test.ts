@@ -69,6 +69,17 @@ describe('400 invalid request', () => {
     expect(errorBody(json)).toMatchObject({ type: 'invalid_request_error', code: 'invalid_json', param: null });
   });
 
+  it('a tool schema nested too deep, and JSON on a vocabulary that cannot spell it', async () => {
+    let deep: Record<string, unknown> = { type: 'object' };
+    for (let i = 0; i < 70; i++) deep = { type: 'object', properties: { a: deep } };
+    const messages = [{ role: 'user' as const, content: 'hi' }];
+    const tooDeep = apiError(await thrown(() => client.chat.completions.create({ model, messages, tools: [{ type: 'function', function: { name: 'f', parameters: deep } }] })), 400);
+    expect(tooDeep).toMatchObject({ param: 'tools[0].function.parameters', code: 'invalid_schema' });
+    // stories260k's word-level vocabulary has no token for '{': refused before the session starts.
+    const noJson = apiError(await thrown(() => client.chat.completions.create({ model, messages, response_format: { type: 'json_object' } })), 400);
+    expect(noJson).toMatchObject({ param: 'response_format', code: 'unsupported_value' });
+  });
+
   it('a wrong type: temperature "hot"', async () => {
     const error = apiError(
       await thrown(() => client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], temperature: 'hot' as unknown as number })),

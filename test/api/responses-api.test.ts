@@ -222,6 +222,13 @@ describe('Vercel AI SDK: @ai-sdk/openai (its default model path is the Responses
   });
 });
 
+/** A JSON Schema nested `depth` levels deep (an object property per level). */
+function nested(depth: number): Record<string, unknown> {
+  let schema: Record<string, unknown> = { type: 'object' };
+  for (let i = 1; i < depth; i++) schema = { type: 'object', properties: { a: schema } };
+  return schema;
+}
+
 describe('hostile bodies over HTTP: 400 in the OpenAI error shape, never a 500', () => {
   const url = () => `${serving.head.url}v1/responses`;
   const post = (body: unknown) => postRaw(url(), typeof body === 'string' ? body : JSON.stringify(body));
@@ -240,6 +247,12 @@ describe('hostile bodies over HTTP: 400 in the OpenAI error shape, never a 500',
     ['a huge string input (beyond the context)', { model: 'stories260k', input: 't5 '.repeat(200_000) }, 'input'],
     ['max_output_tokens beyond the context', { model: 'stories260k', input: 'x', max_output_tokens: 100_000 }, 'input'],
     ['many items', { model: 'stories260k', input: Array.from({ length: 20_000 }, () => ({ role: 'user', content: 'x' })) }, 'input'],
+    ['a tool schema nested 70 levels deep', { model: 'stories260k', input: 'x', tools: [{ type: 'function', name: 'f', parameters: nested(70) }] }, 'tools[0].parameters'],
+    ['a text.format schema nested 70 levels deep', { model: 'stories260k', input: 'x', text: { format: { type: 'json_schema', name: 'x', schema: nested(70) } } }, 'text.format.schema'],
+    // stories260k's word-level vocabulary cannot spell JSON: refused before the session starts.
+    ['json_object on a vocabulary without JSON', { model: 'stories260k', input: 'x', text: { format: { type: 'json_object' } } }, 'text.format'],
+    ['a required tool call on a vocabulary without JSON', { model: 'stories260k', input: 'x', tools: [{ type: 'function', name: 'f' }], tool_choice: 'required' }, 'tools'],
+    ['a function_call_output without its call', { model: 'stories260k', input: [{ type: 'function_call_output', call_id: 'call_1', output: '{}' }] }, 'input[0].call_id'],
   ];
 
   it.each(bodies)('%s', async (_name, body, param) => {

@@ -12,6 +12,7 @@ const MODEL = 'stories260k';
 const DEFAULTS = { maxTokens: 512, vocabSize: 512 };
 const user = [{ role: 'user', content: 'Hi' }];
 
+const chatRequestOf = (extra: Record<string, unknown>): ChatRequest => parseChatRequest({ model: MODEL, messages: user, ...extra }, MODEL, DEFAULTS);
 const chat = (extra: Record<string, unknown>) => parseChatRequest({ model: MODEL, messages: user, ...extra }, MODEL, DEFAULTS);
 const completion = (extra: Record<string, unknown>) =>
   parseCompletionRequest({ model: MODEL, prompt: 'Once', ...extra }, MODEL, DEFAULTS);
@@ -42,9 +43,12 @@ const refusals: Refusal[] = [
   ['message not an object', () => chat({ messages: ['hi'] }), 'messages[0]', 'invalid_type', "Invalid type for 'messages[0]': expected an object, but got a string instead."],
   ['role missing', () => chat({ messages: [{ content: 'x' }] }), 'messages[0].role', 'missing_required_parameter', "Missing required parameter: 'messages[0].role'."],
   ['role not a string', () => chat({ messages: [{ role: 1, content: 'x' }] }), 'messages[0].role', 'invalid_type', "Invalid type for 'messages[0].role': expected a string, but got an integer instead."],
-  ['role constructor (an Object.prototype name)', () => chat({ messages: [{ role: 'constructor', content: 'x' }] }), 'messages[0].role', 'invalid_value', "Invalid value for 'messages[0].role': 'constructor' is not supported. Supported values are: 'system', 'developer', 'user', and 'assistant' (tool calling is not available)."],
-  ['role tool', () => chat({ messages: [...user, { role: 'tool', content: 'x', tool_call_id: 'a' }] }), 'messages[1].role', 'invalid_value', "Invalid value for 'messages[1].role': 'tool' is not supported. Supported values are: 'system', 'developer', 'user', and 'assistant' (tool calling is not available)."],
-  ['tool_calls', () => chat({ messages: [...user, { role: 'assistant', content: 'x', tool_calls: [{ id: 'a' }] }] }), 'messages[1].tool_calls', 'unsupported_parameter', "Unsupported parameter: 'messages[1].tool_calls' is not supported: this server does not offer tool calling."],
+  ['role function', () => chat({ messages: [...user, { role: 'function', content: 'x', name: 'f' }] }), 'messages[1].role', 'invalid_value', "Invalid value for 'messages[1].role': 'function' is not supported. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'."],
+  ['tool turn without tool_call_id', () => chat({ messages: [...user, { role: 'tool', content: 'x' }] }), 'messages[1].tool_call_id', 'missing_required_parameter', "Missing required parameter: 'messages[1].tool_call_id'."],
+  ['tool_calls without function', () => chat({ messages: [...user, { role: 'assistant', content: 'x', tool_calls: [{ id: 'a' }] }] }), 'messages[1].tool_calls[0].function', 'missing_required_parameter', "Missing required parameter: 'messages[1].tool_calls[0].function'."],
+  ['tool_calls arguments not a string', () => chat({ messages: [...user, { role: 'assistant', content: null, tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: {} } }] }] }), 'messages[1].tool_calls[0].function.arguments', 'invalid_type', "Invalid type for 'messages[1].tool_calls[0].function.arguments': expected a string, but got an object instead."],
+  ['function_call in a message', () => chat({ messages: [...user, { role: 'assistant', content: 'x', function_call: { name: 'f', arguments: '{}' } }] }), 'messages[1].function_call', 'unsupported_parameter', "Unsupported parameter: 'messages[1].function_call' is deprecated and not supported: send 'tool_calls' instead."],
+  ['role constructor (an Object.prototype name)', () => chat({ messages: [{ role: 'constructor', content: 'x' }] }), 'messages[0].role', 'invalid_value', "Invalid value for 'messages[0].role': 'constructor' is not supported. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'."],
   ['content missing', () => chat({ messages: [{ role: 'assistant', content: null }] }), 'messages[0].content', 'missing_required_parameter', "Missing required parameter: 'messages[0].content'."],
   ['content a number', () => chat({ messages: [{ role: 'user', content: 4.5 }] }), 'messages[0].content', 'invalid_type', "Invalid type for 'messages[0].content': expected one of a string or an array of objects, but got a decimal instead."],
   ['content parts empty', () => chat({ messages: [{ role: 'user', content: [] }] }), 'messages[0].content', 'empty_array', "Invalid 'messages[0].content': empty array. Expected an array with minimum length 1, but got an empty array instead."],
@@ -104,10 +108,19 @@ const refusals: Refusal[] = [
   ['n zero', () => completion({ n: 0 }), 'n', 'integer_below_min_value', "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead."],
   ['user not a string', () => chat({ user: 42 }), 'user', 'invalid_type', "Invalid type for 'user': expected a string, but got an integer instead."],
   // features this server cannot honour
-  ['tools', () => chat({ tools: [{ type: 'function', function: { name: 'f' } }] }), 'tools', 'unsupported_parameter', "Unsupported parameter: 'tools' is not supported: this server does not offer tool calling."],
-  ['functions', () => chat({ functions: [{ name: 'f' }] }), 'functions', 'unsupported_parameter', "Unsupported parameter: 'functions' is not supported: this server does not offer tool calling."],
-  ['tool_choice required', () => chat({ tool_choice: 'required' }), 'tool_choice', 'unsupported_parameter', "Unsupported parameter: 'tool_choice' is not supported: this server does not offer tool calling."],
-  ['response_format json', () => chat({ response_format: { type: 'json_object' } }), 'response_format', 'unsupported_parameter', "Unsupported parameter: 'response_format' is not supported: only { type: 'text' } is available (no JSON mode)."],
+  ['tools not an array', () => chat({ tools: { type: 'function' } }), 'tools', 'invalid_type', "Invalid type for 'tools': expected an array, but got an object instead."],
+  ['built-in tool', () => chat({ tools: [{ type: 'web_search' }] }), 'tools[0].type', 'invalid_value', "Invalid value for 'tools[0].type': 'web_search' is not supported. Supported values are: 'function' (built-in tools are not available)."],
+  ['tool name pattern', () => chat({ tools: [{ type: 'function', function: { name: 'a b' } }] }), 'tools[0].function.name', 'invalid_value', "Invalid value for 'tools[0].function.name': 'a b' does not match '^[a-zA-Z0-9_-]{1,64}$'."],
+  ['tool parameters not an object', () => chat({ tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] }), 'tools[0].function.parameters', 'invalid_type', "Invalid type for 'tools[0].function.parameters': expected an object, but got a string instead."],
+  ['duplicate tool names', () => chat({ tools: [{ type: 'function', function: { name: 'f' } }, { type: 'function', function: { name: 'f' } }] }), 'tools[1].function.name', 'invalid_value', "Invalid value for 'tools[1].function.name': the function name 'f' is used twice."],
+  ['tool_choice names an unknown function', () => chat({ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }), 'tool_choice', 'invalid_value', "Invalid value for 'tool_choice': no function named 'g' was specified in the 'tools' parameter."],
+  ['tool_choice unknown string', () => chat({ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'always' }), 'tool_choice', 'invalid_value', "Invalid value for 'tool_choice': 'always' is not supported. Supported values are: 'none', 'auto', 'required', or an object naming a function."],
+  ['parallel_tool_calls a string', () => chat({ tools: [{ type: 'function', function: { name: 'f' } }], parallel_tool_calls: 'yes' }), 'parallel_tool_calls', 'invalid_type', "Invalid type for 'parallel_tool_calls': expected a boolean, but got a string instead."],
+  ['functions', () => chat({ functions: [{ name: 'f' }] }), 'functions', 'unsupported_parameter', "Unsupported parameter: 'functions' is deprecated and not supported: send 'tools' instead."],
+  ['tool_choice required without tools', () => chat({ tool_choice: 'required' }), 'tool_choice', 'invalid_value', "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."],
+  ['response_format unknown type', () => chat({ response_format: { type: 'xml' } }), 'response_format.type', 'invalid_value', "Invalid value for 'response_format.type': 'xml' is not supported. Supported values are: 'text', 'json_object' and 'json_schema'."],
+  ['json_schema without a name', () => chat({ response_format: { type: 'json_schema', json_schema: { schema: {} } } }), 'response_format.json_schema.name', 'missing_required_parameter', "Missing required parameter: 'response_format.json_schema.name'."],
+  ['json_schema schema not an object', () => chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: [] } } }), 'response_format.json_schema.schema', 'invalid_type', "Invalid type for 'response_format.json_schema.schema': expected an object, but got an array instead."],
   ['modalities with audio', () => chat({ modalities: ['text', 'audio'] }), 'modalities', 'unsupported_value', "Unsupported value: 'modalities' does not support 'audio' with this model. Supported values are: 'text'."],
   ['modalities not an array', () => chat({ modalities: 'text' }), 'modalities', 'invalid_type', "Invalid type for 'modalities': expected an array of strings, but got a string instead."],
   ['modalities holding a number', () => chat({ modalities: [1] }), 'modalities[0]', 'invalid_type', "Invalid type for 'modalities[0]': expected a string, but got an integer instead."],
@@ -303,5 +316,31 @@ describe('parseCompletionRequest', () => {
     expect(req.sampling).toStrictEqual({ temperature: 0, topP: 1, seed: -3, maxTokens: 16 });
     expect(req.stopStrings).toEqual(['x']);
     expect(req.includeUsage).toBe(true);
+  });
+});
+
+describe('structured output and tools', () => {
+  it('parses response_format, tools, tool_choice and parallel_tool_calls', () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'd', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true } }];
+    const req = chatRequestOf({ tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, parallel_tool_calls: false, response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object' }, strict: true } } });
+    expect(req.tools).toEqual({ tools: [{ name: 'get_weather', description: 'd', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true }], choice: { type: 'function', name: 'get_weather' }, parallel: false });
+    expect(req.responseFormat).toEqual({ type: 'json_schema', name: 'answer', schema: { type: 'object' }, strict: true });
+    expect(chatRequestOf({ tools }).tools?.choice).toEqual({ type: 'auto' });
+    expect(chatRequestOf({ response_format: { type: 'text' } }).responseFormat).toBeUndefined();
+    expect(chatRequestOf({ tools: [] }).tools).toBeUndefined();
+  });
+
+  it('accepts a tool loop history: assistant tool_calls with null content, then tool results', () => {
+    const req = chatRequestOf({
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: [{ type: 'text', text: 'done' }] },
+      ],
+    });
+    expect(req.messages.slice(1)).toEqual([
+      { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'f', arguments: '{"a":1}' }] },
+      { role: 'tool', content: 'done', toolCallId: 'call_1' },
+    ]);
   });
 });

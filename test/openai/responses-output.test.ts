@@ -1,10 +1,12 @@
 /** Response objects and Responses stream events from session events; every one against the OpenAI spec. */
 import { describe, expect, it } from 'vitest';
+import { TOOL_CALL_FORMATS } from '../../src/core/model/tools/tool-call-format.ts';
+import { ToolCallStream } from '../../src/core/model/tools/tool-call-stream.ts';
 import type { SessionEvent } from '../../src/core/route/route-types.ts';
 import { internalError } from '../../src/node/openai/errors.ts';
 import type { ResponseEcho } from '../../src/node/openai/responses-echo.ts';
-import { type ResponseContext, responseUsage, wholeResponse } from '../../src/node/openai/responses-output.ts';
-import { ResponsesStreamBuilder, responsesStreamEvents, sseEvent } from '../../src/node/openai/responses-stream.ts';
+import { type FunctionCallItem, type OutputMessage, type ResponseContext, responseUsage } from '../../src/node/openai/responses-output.ts';
+import { ResponsesStreamBuilder, responsesStreamEvents, sseEvent, wholeResponse } from '../../src/node/openai/responses-stream.ts';
 import { expectSpec } from '../openapi/spec-fetch.ts';
 
 const echo: ResponseEcho = {
@@ -20,6 +22,8 @@ const echo: ResponseEcho = {
   truncation: 'disabled',
   parallelToolCalls: true,
   toolChoice: 'auto',
+  tools: [],
+  textFormat: { type: 'text' },
   verbosity: 'medium',
 };
 const meta = { id: 'resp_abc', created: 1700000000, model: 'm', systemFingerprint: 'fp' };
@@ -64,7 +68,7 @@ describe('the whole Response', () => {
     const tokens = [{ tokenId: 7, text: 'é', logprob: -Infinity, topLogprobs: [{ tokenId: 3, logprob: -0.1 }] }];
     const body = wholeResponse(ctx(true), { text: 'é', finishReason: 'stop', usage: { promptTokens: 1, completionTokens: 1 }, tokens }, 1);
     expectSpec('Response', body);
-    expect(body.output[0].content[0].logprobs).toStrictEqual([{ token: 'é', logprob: -9999, bytes: [195, 169], top_logprobs: [{ token: 't3', logprob: -0.1, bytes: [116, 51] }] }]);
+    expect((body.output[0] as OutputMessage).content[0].logprobs).toStrictEqual([{ token: 'é', logprob: -9999, bytes: [195, 169], top_logprobs: [{ token: 't3', logprob: -0.1, bytes: [116, 51] }] }]);
   });
 
   it('maps usage', () => {
@@ -142,5 +146,103 @@ describe('the stream', () => {
   it('frames events as named SSE events', () => {
     const [created] = responsesStreamEvents([], ctx(), now);
     expect(sseEvent(created)).toMatch(/^event: response\.created\ndata: \{"type":"response\.created","sequence_number":0,.*\}\n\n$/);
+  });
+});
+
+describe('function calls', () => {
+  const weather = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+  const toolEcho: ResponseEcho = {
+    ...echo,
+    tools: [{ type: 'function', name: 'get_weather', description: null, parameters: weather, strict: true }],
+    toolChoice: { type: 'function', name: 'get_weather' },
+    textFormat: { type: 'json_schema', name: 'w', schema: weather, strict: true },
+  };
+  const withTools = (logprobs = false): ResponseContext => {
+    let n = 0;
+    return { ...ctx(logprobs), echo: toolEcho, tools: new ToolCallStream(TOOL_CALL_FORMATS.hermes, { additional: [], ids: new Map() }, () => `call_${++n}`) };
+  };
+  const texts = (list: string[], finishReason: 'stop' | 'length' = 'stop'): SessionEvent[] => [
+    ...list.map((text, i) => token(i + 10, text)),
+    { type: 'done', finishReason, text: '', usage: { promptTokens: 4, completionTokens: list.length } },
+  ];
+  const oslo = ['<tool_call>\n{"name": "', 'get_weather', '", "arguments": {"city"', ': "Oslo"}', '}\n</tool_call>'];
+  const rome = ['\n<tool_call>\n{"name": "get_weather", "arguments": ', '{"city": "Rome"}}\n</tool_call>'];
+
+  it('text, then a call: a message item, then a function_call item with argument deltas; every event valid', () => {
+    const events = responsesStreamEvents(texts(['Sure', ...oslo]), withTools(true), now);
+    expect(events.map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    for (const event of events) expectSpec('ResponseStreamEvent', event);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events[4]).toMatchObject({ delta: 'Sure', logprobs: [{ token: 't10' }] });
+    expect(events[8]).toMatchObject({ output_index: 1, item: { id: 'fc_abc_1', type: 'function_call', status: 'in_progress', call_id: 'call_1', name: 'get_weather', arguments: '' } });
+    const deltas = events.filter((e) => e.type === 'response.function_call_arguments.delta');
+    expect(deltas.every((e) => e.item_id === 'fc_abc_1' && e.output_index === 1)).toBe(true);
+    expect(JSON.parse(deltas.map((e) => e.delta).join(''))).toEqual({ city: 'Oslo' });
+    expect(events[11]).toMatchObject({ item_id: 'fc_abc_1', name: 'get_weather', output_index: 1, arguments: '{"city": "Oslo"}' });
+    const response = events.at(-1)!.response as { output: unknown[]; tools: unknown; text: unknown; tool_choice: unknown };
+    expect(response.output).toEqual([
+      { id: 'msg_abc', type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Sure', annotations: [], logprobs: [expect.objectContaining({ token: 't10' })] }] },
+      { id: 'fc_abc_1', type: 'function_call', status: 'completed', arguments: '{"city": "Oslo"}', call_id: 'call_1', name: 'get_weather' },
+    ]);
+    expect(response).toMatchObject({ tools: toolEcho.tools, tool_choice: toolEcho.toolChoice, text: { format: toolEcho.textFormat } });
+  });
+
+  it('the whole Response is the stream\'s last object', () => {
+    const events = texts(['Sure', ...oslo, ...rome]);
+    const tokens = events.filter((e) => e.type === 'token') as never;
+    const whole = wholeResponse(withTools(), { text: events.map((e) => e.text).join(''), finishReason: 'stop', usage: { promptTokens: 4, completionTokens: 8 }, tokens }, now());
+    expectSpec('Response', whole);
+    expect(responsesStreamEvents(events, withTools(), now).at(-1)!.response).toStrictEqual(whole);
+    expect(whole.output.map((item) => item.type)).toEqual(['message', 'function_call', 'function_call']);
+    expect((whole.output[2] as FunctionCallItem).arguments).toBe('{"city": "Rome"}');
+    expect(whole.output.map((item) => item.id)).toEqual(['msg_abc', 'fc_abc_1', 'fc_abc_2']);
+  });
+
+  it('calls only: whitespace before the first call is no message', () => {
+    const events = responsesStreamEvents(texts(['\n', ...oslo, ...rome]), withTools(), now);
+    for (const event of events) expectSpec('ResponseStreamEvent', event);
+    const output = (events.at(-1)!.response as { output: FunctionCallItem[] }).output;
+    expect(output.map((item) => [item.type, item.id, item.call_id])).toEqual([
+      ['function_call', 'fc_abc', 'call_1'],
+      ['function_call', 'fc_abc_1', 'call_2'],
+    ]);
+  });
+
+  it('tools offered but no call: the text is one message, whitespace included', () => {
+    for (const answer of [['Hi', ' there'], [' ', '\n']]) {
+      const output = (responsesStreamEvents(texts(answer), withTools(), now).at(-1)!.response as { output: OutputMessage[] }).output;
+      expect(output).toHaveLength(1);
+      expect(output[0].content[0].text).toBe(answer.join(''));
+    }
+  });
+
+  it('a call cut by max_output_tokens is incomplete, and so is the response', () => {
+    const events = responsesStreamEvents(texts(oslo.slice(0, 3), 'length'), withTools(), now);
+    for (const event of events) expectSpec('ResponseStreamEvent', event);
+    expect(events.at(-1)).toMatchObject({ type: 'response.incomplete', response: { status: 'incomplete', output: [{ type: 'function_call', status: 'incomplete', arguments: '{"city"' }] } });
+  });
+
+  it('a failure inside a call: response.failed holds the call so far, incomplete', () => {
+    const builder = new ResponsesStreamBuilder(withTools(), now);
+    builder.start();
+    for (const event of texts(oslo.slice(0, 3)).slice(0, 3)) builder.push(event);
+    const [failed] = builder.fail(internalError(new Error('peer gone')));
+    expectSpec('ResponseStreamEvent', failed);
+    expect(failed).toMatchObject({ type: 'response.failed', response: { status: 'failed', output: [{ type: 'function_call', status: 'incomplete', name: 'get_weather' }] } });
   });
 });

@@ -45,6 +45,8 @@ describe('translation to the chat request', () => {
       truncation: 'disabled',
       parallelToolCalls: true,
       toolChoice: 'auto',
+      tools: [],
+      textFormat: { type: 'text' },
       verbosity: 'medium',
     });
   });
@@ -125,7 +127,89 @@ describe('translation to the chat request', () => {
   });
 });
 
+describe('tools, text.format and tool items', () => {
+  const weather = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+
+  it('function tools, tool_choice and parallel_tool_calls become the chat request\'s tools', () => {
+    const { chat, echo } = parse({
+      tools: [{ type: 'function', name: 'get_weather', description: 'Weather', parameters: weather, strict: true }, { type: 'function', name: 'noop' }],
+      tool_choice: { type: 'function', name: 'get_weather' },
+      parallel_tool_calls: false,
+    });
+    const viaChat = parseChatRequest(
+      {
+        model: MODEL,
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: weather, strict: true } }, { type: 'function', function: { name: 'noop', strict: true } }],
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        parallel_tool_calls: false,
+      },
+      MODEL,
+      defaults,
+    );
+    expect(chat.tools).toStrictEqual(viaChat.tools);
+    expect(echo.tools).toStrictEqual([
+      { type: 'function', name: 'get_weather', description: 'Weather', parameters: weather, strict: true },
+      { type: 'function', name: 'noop', description: null, parameters: null, strict: true },
+    ]);
+    expect(echo).toMatchObject({ toolChoice: { type: 'function', name: 'get_weather' }, parallelToolCalls: false });
+    for (const choice of ['auto', 'required', 'none'] as const) expect(parse({ tools: [fn('f')], tool_choice: choice }).chat.tools?.choice).toEqual({ type: choice });
+    expect(parse({ tools: [fn('f')] }).chat.tools?.choice).toEqual({ type: 'auto' });
+    expect(parse({ tools: [], tool_choice: 'none' }).chat.tools).toBeUndefined();
+  });
+
+  it('text.format json_schema and json_object become response_format', () => {
+    const { chat, echo } = parse({ text: { format: { type: 'json_schema', name: 'city', schema: weather, strict: true, description: 'A city' }, verbosity: 'low' } });
+    const viaChat = parseChatRequest({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_schema', json_schema: { name: 'city', schema: weather, strict: true } } }, MODEL, defaults);
+    expect(chat.responseFormat).toStrictEqual(viaChat.responseFormat);
+    expect(echo.textFormat).toStrictEqual({ type: 'json_schema', name: 'city', schema: weather, strict: true, description: 'A city' });
+    expect(echo.verbosity).toBe('low');
+    expect(parse({ text: { format: { type: 'json_object' } } }).chat.responseFormat).toEqual({ type: 'json_object' });
+    expect(parse({ text: { format: { type: 'json_schema', name: 'x', schema: {} } } }).echo.textFormat).toMatchObject({ strict: null });
+    expect(parse({ text: { format: { type: 'text' } } }).chat.responseFormat).toBeUndefined();
+  });
+
+  it('function_call and function_call_output items become the chat route\'s assistant tool_calls and tool turns', () => {
+    const input = [
+      { role: 'user', content: 'Weather in Oslo and Rome?' },
+      { type: 'message', role: 'assistant', id: 'msg_1', status: 'completed', content: [{ type: 'output_text', text: 'Checking.', annotations: [], logprobs: [] }] },
+      { type: 'function_call', id: 'fc_1', status: 'completed', call_id: 'call_a', name: 'get_weather', arguments: '{"city": "Oslo"}' },
+      call('call_b', 'get_weather', '{"city": "Rome"}'),
+      { type: 'function_call_output', call_id: 'call_a', output: '{"c": 3}' },
+      { type: 'function_call_output', id: 'fco_1', status: 'completed', call_id: 'call_b', output: [{ type: 'input_text', text: '{"c":' }, { type: 'input_text', text: '20}' }] },
+      call('call_c', 'noop'),
+      { type: 'function_call_output', call_id: 'call_c', output: '' },
+    ];
+    const { chat } = parse({ input });
+    const viaChat = parseChatRequest(
+      {
+        model: MODEL,
+        messages: [
+          { role: 'user', content: 'Weather in Oslo and Rome?' },
+          {
+            role: 'assistant',
+            content: 'Checking.',
+            tool_calls: [
+              { id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Oslo"}' } },
+              { id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Rome"}' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'call_a', name: 'get_weather', content: '{"c": 3}' },
+          { role: 'tool', tool_call_id: 'call_b', name: 'get_weather', content: '{"c":\n20}' },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_c', type: 'function', function: { name: 'noop', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_c', name: 'noop', content: '' },
+        ],
+      },
+      MODEL,
+      defaults,
+    );
+    expect(chat.messages).toStrictEqual(viaChat.messages);
+  });
+});
+
 const long = 'x'.repeat(100_000);
+const call = (id: string, name = 'f', args = '{}') => ({ type: 'function_call', call_id: id, name, arguments: args });
+const fn = (name: string) => ({ type: 'function', name, parameters: { type: 'object', properties: {} } });
 /** [name, body fields, param, code, message fragment] */
 const refusals: [string, Record<string, unknown>, string | null, string, string][] = [
   // input
@@ -135,11 +219,21 @@ const refusals: [string, Record<string, unknown>, string | null, string, string]
   ['input an object', { input: { role: 'user' } }, 'input', 'invalid_type', 'but got an object'],
   ['input empty', { input: [] }, 'input', 'empty_array', 'empty array'],
   ['an item that is a string', { input: ['hi'] }, 'input[0]', 'invalid_type', 'expected an object, but got a string'],
-  ['an unknown item type', { input: [{ type: 'telepathy', role: 'user', content: 'x' }] }, 'input[0].type', 'invalid_value', "'telepathy' is not supported. Supported values are: 'message'."],
+  ['an unknown item type', { input: [{ type: 'telepathy', role: 'user', content: 'x' }] }, 'input[0].type', 'invalid_value', "'telepathy' is not supported. Supported values are: 'message', 'function_call', and 'function_call_output'."],
   ['an item type that is a number', { input: [{ type: 7, role: 'user', content: 'x' }] }, 'input[0].type', 'invalid_type', 'expected a string'],
   ['a huge unknown item type', { input: [{ type: long, role: 'user', content: 'x' }] }, 'input[0].type', 'invalid_value', 'is not supported'],
-  ['a function_call item', { input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' }] }, 'input[0].type', 'unsupported_parameter', "'function_call' items are not supported yet"],
-  ['a function_call_output item', { input: [{ type: 'function_call_output', call_id: 'c', output: 'x' }] }, 'input[0].type', 'unsupported_parameter', "'function_call_output' items"],
+  ['a function_call without call_id', { input: [{ type: 'function_call', name: 'f', arguments: '{}' }] }, 'input[0].call_id', 'missing_required_parameter', "'input[0].call_id'"],
+  ['a function_call without name', { input: [{ type: 'function_call', call_id: 'c', arguments: '{}' }] }, 'input[0].name', 'missing_required_parameter', "'input[0].name'"],
+  ['function_call arguments an object', { input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, 'input[0].arguments', 'invalid_type', 'expected a string, but got an object'],
+  ['a call id of 65 characters', { input: [{ type: 'function_call', call_id: 'c'.repeat(65), name: 'f', arguments: '{}' }] }, 'input[0].call_id', 'invalid_value', '1 to 64 characters'],
+  ['a huge call id', { input: [{ type: 'function_call', call_id: long, name: 'f', arguments: '{}' }] }, 'input[0].call_id', 'invalid_value', '1 to 64 characters'],
+  ['a call id used twice', { input: [call('c'), call('c')] }, 'input[1].call_id', 'invalid_value', "'c' is used twice"],
+  ['a function_call_output before its call', { input: [{ type: 'function_call_output', call_id: 'c', output: 'x' }] }, 'input[0].call_id', 'invalid_value', 'No tool call found for function call output with call_id c'],
+  ['a function_call_output for another call', { input: [call('a'), { type: 'function_call_output', call_id: 'b', output: 'x' }] }, 'input[1].call_id', 'invalid_value', 'call_id b'],
+  ['a function_call_output without output', { input: [call('c'), { type: 'function_call_output', call_id: 'c' }] }, 'input[1].output', 'missing_required_parameter', "'input[1].output'"],
+  ['a function_call_output output a number', { input: [call('c'), { type: 'function_call_output', call_id: 'c', output: 3 }] }, 'input[1].output', 'invalid_type', 'one of a string or an array of content parts'],
+  ['a function_call_output with an image', { input: [call('c'), { type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'data:,' }] }] }, 'input[1].output[0].type', 'unsupported_parameter', 'no images'],
+  ['a function_call_output with output_text', { input: [call('c'), { type: 'function_call_output', call_id: 'c', output: [{ type: 'output_text', text: 'x' }] }] }, 'input[1].output[0].type', 'invalid_value', "Supported values are: 'input_text'."],
   ['an item_reference', { input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input[0].type', 'unsupported_parameter', 'stores no responses'],
   ['a reasoning item', { input: [{ type: 'reasoning', id: 'rs_1', summary: [] }] }, 'input[0].type', 'unsupported_parameter', 'does not reason'],
   ['a web_search_call item', { input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type', 'unsupported_parameter', 'no built-in tools'],
@@ -209,12 +303,30 @@ const refusals: [string, Record<string, unknown>, string | null, string, string]
   ['a tool without type', { tools: [{ name: 'f' }] }, 'tools[0].type', 'missing_required_parameter', 'tools[0].type'],
   ['a tool that is a string', { tools: ['web_search'] }, 'tools[0]', 'invalid_type', 'expected an object'],
   ['tools an object', { tools: { type: 'function' } }, 'tools', 'invalid_type', 'expected an array'],
-  ['function tools (until tool calls land)', { tools: [{ type: 'function', name: 'f', parameters: {} }] }, 'tools', 'unsupported_parameter', 'function tools is not supported yet'],
-  ['tool_choice required', { tool_choice: 'required' }, 'tool_choice', 'unsupported_parameter', 'no tools are available'],
-  ['tool_choice a function', { tool_choice: { type: 'function', name: 'f' } }, 'tool_choice', 'unsupported_parameter', 'no tools'],
+  ['a function tool without name', { tools: [{ type: 'function', parameters: {} }] }, 'tools[0].name', 'missing_required_parameter', "'tools[0].name'"],
+  ['a function name with a space', { tools: [{ type: 'function', name: 'get weather' }] }, 'tools[0].name', 'invalid_value', 'does not match'],
+  ['a huge function name', { tools: [{ type: 'function', name: long }] }, 'tools[0].name', 'invalid_value', 'does not match'],
+  ['parameters a string', { tools: [{ type: 'function', name: 'f', parameters: 'x' }] }, 'tools[0].parameters', 'invalid_type', 'expected an object'],
+  ['parameters a boolean', { tools: [{ type: 'function', name: 'f', parameters: true }] }, 'tools[0].parameters', 'invalid_type', 'expected an object'],
+  ['strict a string', { tools: [{ type: 'function', name: 'f', strict: 'yes' }] }, 'tools[0].strict', 'invalid_type', 'expected a boolean'],
+  ['description a number', { tools: [{ type: 'function', name: 'f', description: 1 }] }, 'tools[0].description', 'invalid_type', 'expected a string'],
+  ['a deferred tool', { tools: [{ type: 'function', name: 'f', defer_loading: true }] }, 'tools[0].defer_loading', 'unsupported_parameter', 'no tool search'],
+  ['a function name used twice', { tools: [fn('f'), fn('f')] }, 'tools[1].name', 'invalid_value', "'f' is used twice"],
+  ['129 tools', { tools: Array.from({ length: 129 }, (_, i) => fn(`f${i}`)) }, 'tools', 'array_above_max_length', 'maximum length 128'],
+  ['tool_choice required without tools', { tool_choice: 'required' }, 'tool_choice', 'invalid_value', "only allowed when 'tools' are specified"],
+  ['tool_choice a function not offered', { tools: [fn('f')], tool_choice: { type: 'function', name: 'g' } }, 'tool_choice', 'invalid_value', "no function named 'g'"],
+  ['tool_choice a function without tools', { tool_choice: { type: 'function', name: 'f' } }, 'tool_choice', 'invalid_value', "no function named 'f'"],
+  ['tool_choice a function without name', { tools: [fn('f')], tool_choice: { type: 'function' } }, 'tool_choice.name', 'missing_required_parameter', "'tool_choice.name'"],
+  ['tool_choice allowed_tools', { tools: [fn('f')], tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'function', name: 'f' }] } }, 'tool_choice.type', 'unsupported_parameter', "'allowed_tools'"],
+  ['tool_choice a hosted tool', { tool_choice: { type: 'web_search_preview' } }, 'tool_choice.type', 'unsupported_parameter', 'no built-in tools'],
+  ['tool_choice without type', { tool_choice: {} }, 'tool_choice.type', 'missing_required_parameter', "'tool_choice.type'"],
+  ['tool_choice an unknown string', { tools: [fn('f')], tool_choice: 'always' }, 'tool_choice', 'invalid_value', "'always' is not supported"],
   ['tool_choice a number', { tool_choice: 1 }, 'tool_choice', 'invalid_type', 'one of a string or an object'],
-  ['text.format json_schema (until structured output lands)', { text: { format: { type: 'json_schema', name: 'x', schema: {} } } }, 'text.format', 'unsupported_parameter', "'json_schema' is not supported yet"],
-  ['text.format json_object', { text: { format: { type: 'json_object' } } }, 'text.format', 'unsupported_parameter', "'json_object'"],
+  ['json_schema without name', { text: { format: { type: 'json_schema', schema: {} } } }, 'text.format.name', 'missing_required_parameter', "'text.format.name'"],
+  ['json_schema without schema', { text: { format: { type: 'json_schema', name: 'x' } } }, 'text.format.schema', 'missing_required_parameter', "'text.format.schema'"],
+  ['json_schema schema an array', { text: { format: { type: 'json_schema', name: 'x', schema: [] } } }, 'text.format.schema', 'invalid_type', 'expected an object, but got an array'],
+  ['json_schema strict a string', { text: { format: { type: 'json_schema', name: 'x', schema: {}, strict: 'yes' } } }, 'text.format.strict', 'invalid_type', 'expected a boolean'],
+  ['json_schema name with a dot', { text: { format: { type: 'json_schema', name: 'a.b', schema: {} } } }, 'text.format.name', 'invalid_value', 'does not match'],
 ];
 
 describe('refusals', () => {

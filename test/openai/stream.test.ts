@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { TOOL_CALL_FORMATS } from '../../src/core/model/tools/tool-call-format.ts';
+import { ToolCallStream } from '../../src/core/model/tools/tool-call-stream.ts';
 import type { SessionEvent } from '../../src/core/route/route-types.ts';
 import { expectSpec } from '../openapi/spec-fetch.ts';
 import { COMPLETION_STREAM_CHUNK } from '../openapi/spec-schemas.ts';
-import type { ResponseMeta } from '../../src/node/openai/responses.ts';
+import { chatCompletion, type ResponseMeta } from '../../src/node/openai/responses.ts';
 import {
   ChatStreamBuilder,
   CompletionStreamBuilder,
@@ -126,12 +128,12 @@ describe('completion stream', () => {
   });
 });
 
-describe('collectGeneration', () => {
-  async function* from(list: SessionEvent[], thenThrow?: Error): AsyncGenerator<SessionEvent> {
-    yield* list;
-    if (thenThrow) throw thenThrow;
-  }
+async function* from(list: SessionEvent[], thenThrow?: Error): AsyncGenerator<SessionEvent> {
+  yield* list;
+  if (thenThrow) throw thenThrow;
+}
 
+describe('collectGeneration', () => {
   it('joins token texts and the tail, keeps tokens and usage', async () => {
     const result = await collectGeneration(from(events));
     expect(result.text).toBe('t1t2');
@@ -143,5 +145,53 @@ describe('collectGeneration', () => {
   it('propagates session errors and refuses a stream without done', async () => {
     await expect(collectGeneration(from(events.slice(0, 1), new Error('hop lost')))).rejects.toThrow('hop lost');
     await expect(collectGeneration(from(events.slice(0, 2)))).rejects.toThrow(/without a done event/);
+  });
+});
+
+describe('chat stream with tool calls', () => {
+  const specials = { additional: [], ids: new Map<string, number>() };
+  const tok = (tokenId: number, text: string): SessionEvent => ({ type: 'token', tokenId, text, logprob: -0.5, topLogprobs: [] });
+  const answer = ['Sure', '<tool_call>\n{"name": "', 'get_time', '", "arguments": {"zone"', ': "utc"}', '}\n</tool_call>'];
+
+  it('content, then the call (index, id, type, name), then its arguments; finish tool_calls', () => {
+    let n = 0;
+    const tools = new ToolCallStream(TOOL_CALL_FORMATS.hermes, specials, () => `call_${++n}`);
+    const events: SessionEvent[] = [...answer.map((text, i) => tok(i + 10, text)), { type: 'done', finishReason: 'stop', text: '', usage: { promptTokens: 3, completionTokens: 6 } }];
+    const chunks = chatStreamChunks(events, { ...options(false, true), tools });
+    const deltas = chunks.map((c) => c.choices[0]?.delta);
+    expect(deltas[0]).toEqual({ role: 'assistant', content: '' });
+    expect(deltas[1]).toEqual({ content: 'Sure' });
+    expect(chunks[1].choices[0].logprobs?.content[0].token).toBe('t10'); // a content token keeps its logprobs
+    expect(deltas[2]).toEqual({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_time', arguments: '' } }] });
+    const args = deltas.flatMap((d) => d?.tool_calls ?? []).slice(1).map((t) => t.function.arguments).join('');
+    expect(JSON.parse(args)).toEqual({ zone: 'utc' });
+    expect(chunks.at(-1)!.choices[0].finish_reason).toBe('tool_calls');
+    expect(tools.calls).toEqual([{ id: 'call_1', name: 'get_time', arguments: '{"zone": "utc"}' }]);
+    for (const chunk of chunks) expectSpec('CreateChatCompletionStreamResponse', chunk);
+  });
+
+  it('the whole answer: tool_calls in the message, content null without other text, finish tool_calls', async () => {
+    const events: SessionEvent[] = [...answer.slice(1).map((text, i) => tok(i + 10, text)), { type: 'done', finishReason: 'stop', text: '', usage: { promptTokens: 3, completionTokens: 5 } }];
+    const result = await collectGeneration(from(events));
+    const read = new ToolCallStream(TOOL_CALL_FORMATS.hermes, specials, () => 'call_1').read(result.tokens, result.text);
+    const body = chatCompletion(meta, result, undefined, read);
+    expect(body.choices[0].message).toEqual({ role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_time', arguments: '{"zone": "utc"}' } }] });
+    expect(body.choices[0].finish_reason).toBe('tool_calls');
+    expectSpec('CreateChatCompletionResponse', body);
+  });
+
+  it('a call cut by the token budget still finishes as length', () => {
+    const tools = new ToolCallStream(TOOL_CALL_FORMATS.hermes, specials, () => 'call_x');
+    const events: SessionEvent[] = [...answer.slice(0, 4).map((text, i) => tok(i, text)), { type: 'done', finishReason: 'length', text: '', usage: { promptTokens: 3, completionTokens: 4 } }];
+    expect(chatStreamChunks(events, { ...options(false, false), tools }).at(-1)!.choices[0].finish_reason).toBe('length');
+  });
+
+  it('a special marker token gets its text back (Mistral [TOOL_CALLS])', () => {
+    const tools = new ToolCallStream(TOOL_CALL_FORMATS.mistral, { additional: [], ids: new Map([['[TOOL_CALLS]', 5]]) }, () => 'abcdefghi');
+    tools.token(5, ''); // the session streams special tokens as ''
+    tools.token(6, '[{"name": "f", "arguments": {}}]');
+    tools.finish('');
+    expect(tools.calls).toEqual([{ id: 'abcdefghi', name: 'f', arguments: '{}' }]);
+    expect(tools.text).toBe('');
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The session table (core's RouteSessions) through its interface, without HTTP: the context
  * limit and stop tokens, the session limit (429), `--min-peers` waiting on the clock seam,
- * the slot freed synchronously on a client's abort, and shutdown with live sessions.
+ * the slot freed synchronously on a client's abort, shutdown with live sessions, and who
+ * disposes a request's token constraint.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import { ContextLengthError, generationLimits } from '../../src/core/model/gener
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from '../../src/core/route/route-errors.ts';
 import { RouteSessions, type RouteSessionsOptions } from '../../src/core/route/route-sessions.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import type { TokenConstraint, TokenMask } from '../../src/core/sampling/index.ts';
 import { mapError } from '../../src/node/openai/errors.ts';
 import { tempDir } from '../engine/harness.ts';
 import { ManualClock } from './manual-clock.ts';
@@ -176,5 +178,46 @@ describe('the session table', () => {
     for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
     await expect(sessions.open(request())).rejects.toBeInstanceOf(ShuttingDownError);
     gates[1].release();
+  });
+
+  it('owns a request\'s token constraint: every token goes through it, a settled session disposes it, a refused open too', async () => {
+    /** A seam double: allows every token and records what the session told it. */
+    class RecordingConstraint implements TokenConstraint {
+      readonly accepted: number[] = [];
+      disposed = 0;
+      async nextMask(): Promise<TokenMask | undefined> {
+        return undefined;
+      }
+      accept(tokenId: number): void {
+        if (this.disposed > 0) throw new Error('used after dispose');
+        this.accepted.push(tokenId);
+      }
+      rollback(): void {}
+      async fork(): Promise<TokenConstraint> {
+        return new RecordingConstraint();
+      }
+      get finished(): boolean {
+        return false;
+      }
+      dispose(): void {
+        this.disposed++;
+      }
+    }
+    const sessions = table(inProcessMesh(ctx, 2), { maxSessions: 1 });
+    const constraint = new RecordingConstraint();
+    const session = await sessions.open({ ...request(), constraint });
+    const { ids } = await collect(session);
+    expect(ids).toEqual(expected); // a mask of undefined changes nothing
+    expect(constraint.accepted.slice(0, ids.length)).toEqual(ids);
+    expect(constraint.disposed).toBe(1);
+    await session.closed;
+    expect(constraint.disposed).toBe(1);
+
+    const holder = await sessions.open(request());
+    const refused = new RecordingConstraint();
+    expect(await sessions.open({ ...request(), constraint: refused }).catch((e: unknown) => e)).toBeInstanceOf(SessionLimitError);
+    expect(refused.disposed).toBe(1);
+    holder.abort();
+    await holder.closed;
   });
 });

@@ -7,11 +7,18 @@
  */
 import { Template } from '@huggingface/jinja';
 import { TokenizerError } from './tokenizer-error.ts';
+import type { ToolCall, ToolFunction } from './tools/tool-types.ts';
 
 /** One turn of a conversation. */
 export interface ChatMessage {
-  readonly role: 'system' | 'user' | 'assistant';
+  readonly role: 'system' | 'user' | 'assistant' | 'tool';
   readonly content: string;
+  /** Assistant turns: the calls it made. */
+  readonly toolCalls?: readonly ToolCall[];
+  /** Tool turns: the call this result answers. */
+  readonly toolCallId?: string;
+  /** Tool turns: the function's name (templates such as Llama's print it). */
+  readonly name?: string;
 }
 
 /**
@@ -31,6 +38,8 @@ export const DEFAULT_CHAT_TEMPLATE =
 /** A parsed template and where its text came from (used in error messages). */
 export interface ChatTemplate {
   readonly template: Template;
+  /** The Jinja source (tool-call formats are recognised from it). */
+  readonly text: string;
   /** File or option the text came from, e.g. `tokenizer_config.json`. */
   readonly source: string;
   /** True when neither an explicit template nor the tokenizer's own one was available. */
@@ -66,7 +75,11 @@ export function selectChatTemplate(sources: ChatTemplateSources): ChatTemplate {
 
 /**
  * Renders `messages` with the variables transformers passes: `messages`,
- * `add_generation_prompt` and each special token string (`bos_token`, `eos_token`, …).
+ * `add_generation_prompt`, each special token string (`bos_token`, `eos_token`, …) and, when
+ * given, `tools` in OpenAI's shape (`{ type: 'function', function: { name, description,
+ * parameters } }`). Assistant tool calls go in as `tool_calls: [{ id, type, function: { name,
+ * arguments } }]` with `arguments` parsed into an object (as vLLM and transformers pass them:
+ * templates print it with `tojson`); tool results carry `tool_call_id` and `name`.
  * Template errors (including `raise_exception(...)`) become a {@link TokenizerError}.
  */
 export function renderChatTemplate(
@@ -74,18 +87,50 @@ export function renderChatTemplate(
   messages: readonly ChatMessage[],
   addGenerationPrompt: boolean,
   specialTokenVariables: Readonly<Record<string, string | readonly string[]>>,
+  tools?: readonly ToolFunction[],
 ): string {
   try {
     return chat.template.render({
       ...specialTokenVariables,
       // Plain copies: the template must not see (or mutate) the caller's objects.
-      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      messages: messages.map(templateMessage),
+      ...(tools && tools.length > 0 ? { tools: tools.map(templateTool) } : {}),
       add_generation_prompt: addGenerationPrompt,
     });
   } catch (cause) {
     throw new TokenizerError(chat.source, `chat template failed to render: ${messageOf(cause)}`, {
       cause,
     });
+  }
+}
+
+function templateMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.toolCalls && m.toolCalls.length > 0) {
+    out.tool_calls = m.toolCalls.map((call) => ({
+      id: call.id,
+      type: 'function',
+      function: { name: call.name, arguments: parseArguments(call.arguments) },
+    }));
+  }
+  if (m.toolCallId !== undefined) out.tool_call_id = m.toolCallId;
+  if (m.name !== undefined) out.name = m.name;
+  return out;
+}
+
+function templateTool(tool: ToolFunction): Record<string, unknown> {
+  const fn: Record<string, unknown> = { name: tool.name };
+  if (tool.description !== undefined) fn.description = tool.description;
+  fn.parameters = tool.parameters ?? { type: 'object', properties: {} };
+  return { type: 'function', function: fn };
+}
+
+/** JSON arguments as an object for the template; text that is not JSON stays text. */
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
   }
 }
 
@@ -111,7 +156,7 @@ function templateTextFromConfig(value: unknown, source: string): string | undefi
 
 function parse(text: string, source: string, isFallback: boolean): ChatTemplate {
   try {
-    return { template: new Template(text), source, isFallback };
+    return { template: new Template(text), text, source, isFallback };
   } catch (cause) {
     throw new TokenizerError(source, `chat template does not parse: ${messageOf(cause)}`, { cause });
   }

@@ -10,6 +10,9 @@ import {
   selectChatTemplate,
 } from './chat-template.ts';
 import { applySpecialTokenRule, asTokenList, readSpecialTokens } from './special-tokens.ts';
+import type { TokenVocabulary } from '../sampling/grammar/vocabulary.ts';
+import { readTokenVocabulary } from './token-vocabulary.ts';
+import type { ToolFunction } from './tools/tool-types.ts';
 import type { SpecialTokenRule, SpecialTokens } from './special-tokens.ts';
 import { TokenizerError } from './tokenizer-error.ts';
 
@@ -39,8 +42,16 @@ export interface TextTokenizer {
    * `messages`, `add_generation_prompt` and the special tokens as strings (`bos_token`, …).
    * Templates usually emit `bos_token` themselves: encode the result with
    * `addSpecialTokens: false`. Throws {@link TokenizerError} if the template fails.
+   * `tools` are passed to the template as its `tools` variable (see `renderChatTemplate`).
    */
-  applyChatTemplate(messages: ChatMessage[], opts: { addGenerationPrompt: boolean }): string;
+  applyChatTemplate(messages: readonly ChatMessage[], opts: { addGenerationPrompt: boolean; tools?: readonly ToolFunction[] }): string;
+  /** The chat template's Jinja source (the fallback's when there is none). */
+  readonly chatTemplateText: string;
+  /**
+   * The vocabulary for a grammar engine (see `readTokenVocabulary`): `vocabSize` is the
+   * model's logits length, `keepText` special tokens that stay spelled.
+   */
+  vocabulary(vocabSize: number, keepText?: readonly string[]): TokenVocabulary;
   /** True when the tokenizer (or `opts.chatTemplate`) provided a template. */
   readonly hasChatTemplate: boolean;
   /** True when rendering uses `opts.fallbackTemplate` or {@link DEFAULT_CHAT_TEMPLATE}. */
@@ -91,6 +102,10 @@ export function createTokenizer(
     specialTokens: special.tokens,
     hasChatTemplate: !chat.isFallback,
     usedFallbackTemplate: chat.isFallback,
+    chatTemplateText: chat.text,
+    vocabulary(vocabSize, keepText) {
+      return readTokenVocabulary(json, vocabSize, keepText);
+    },
     encode(text, encodeOpts) {
       const addSpecialTokens = encodeOpts?.addSpecialTokens ?? true;
       const processed = inner.encode(text, { add_special_tokens: addSpecialTokens }).ids;
@@ -105,7 +120,7 @@ export function createTokenizer(
       return inner.decode([...ids], { skip_special_tokens: decodeOpts?.skipSpecialTokens ?? false });
     },
     applyChatTemplate(messages, templateOpts) {
-      return renderChatTemplate(chat, messages, templateOpts.addGenerationPrompt, special.templateVariables);
+      return renderChatTemplate(chat, messages, templateOpts.addGenerationPrompt, special.templateVariables, templateOpts.tools);
     },
   };
 }

@@ -21,7 +21,7 @@ import type { TextTokenizer } from '../model/tokenizer.ts';
 import { sleep, systemClock, type Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
-import type { SamplingParams } from '../sampling/index.ts';
+import type { SamplingParams, TokenConstraint } from '../sampling/index.ts';
 import { lastPositions } from './activations-slice.ts';
 import { backoffDelays } from './backoff.ts';
 import { classifyHopFailure, quarantines, type HopFailure } from './hop-failure.ts';
@@ -37,6 +37,12 @@ export interface RouteSessionRequest {
   readonly promptIds: readonly number[];
   readonly params: SamplingParams;
   readonly stopStrings?: readonly string[];
+  /**
+   * Restricts every sampled token (JSON schema, tool-call grammar). The session owns it from
+   * here: each step's mask and chosen token go through it (`TokenOutput`), and it is disposed
+   * when the session's outcome is settled (finish, error or abort).
+   */
+  readonly constraint?: TokenConstraint;
 }
 
 /** How hard a session tries before it gives up on a hop. */
@@ -143,7 +149,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const { promptIds } = this.request;
     try {
       if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
-      const output = new TokenOutput(this.request.params, this.deps.vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings);
+      const output = new TokenOutput(this.request.params, this.deps.vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint);
       await this.openRoute(signal);
       let position = await this.reusePrefix(signal);
       let fed: readonly number[] = promptIds.slice(position); // tokens whose positions the next step fills
@@ -153,7 +159,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
         position += fed.length;
         this.sequence.push(...fed);
         signal.throwIfAborted();
-        const { token, done } = output.next(await this.deps.head.logits(hidden));
+        const { token, done } = await output.next(await this.deps.head.logits(hidden));
         this.telemetry.completionTokens = output.generated.length;
         this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;
         if (token) yield token;
@@ -201,6 +207,8 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
 
   private settle(outcome: Outcome, error?: unknown): void {
     if (this.telemetry.outcome !== 'running') return;
+    // The answer is decided: the constraint's state is freed now, not after the releases.
+    this.request.constraint?.dispose();
     this.telemetry.outcome = outcome;
     if (error !== undefined) this.telemetry.error = error instanceof Error ? error.message : String(error);
     this.telemetry.finishedAt = this.clock.now();

@@ -13,7 +13,7 @@ import { completionBudget, type GenerationLimits } from '../model/generation-lim
 import type { TextTokenizer } from '../model/tokenizer.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
-import { validateSamplingParams, type SamplingParams } from '../sampling/index.ts';
+import { validateSamplingParams, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type SessionPolicy } from './route-session.ts';
 import type { RouteProvider, SessionTelemetry } from './route-types.ts';
@@ -28,6 +28,11 @@ export interface SessionRequest {
   readonly stopStrings?: readonly string[];
   /** What observers call the session (the API response id); default the session id. */
   readonly label?: string;
+  /**
+   * Restricts every sampled token (JSON schema, tool-call grammar). Owned from `open` on: a
+   * refused open disposes it, and an opened session disposes it when it settles.
+   */
+  readonly constraint?: TokenConstraint;
 }
 
 /** `--min-peers`: requests wait up to `waitMs` for `count` peers to have joined. */
@@ -93,6 +98,15 @@ export class RouteSessions {
    * (503) once `abortAll` began, and the signal's reason when it aborts while waiting.
    */
   async open(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
+    try {
+      return await this.admit(request, signal);
+    } catch (error) {
+      request.constraint?.dispose(); // no session will own it
+      throw error;
+    }
+  }
+
+  private async admit(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
     if (this.shuttingDown) throw new ShuttingDownError();
     signal?.throwIfAborted();
     if (request.promptIds.length === 0) throw new RangeError('the prompt has no tokens');
@@ -135,7 +149,7 @@ export class RouteSessions {
           observer?.finished?.(label, t);
         },
       },
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings },
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, constraint: request.constraint },
       signal,
     );
     this.tracked.add(session);

@@ -1,11 +1,12 @@
 /**
- * What a Route Session makes of each step's logits: the sampled token, its text delta (stop
- * strings held back until they cannot match), and the end of generation (a stop token, a stop
- * string, the token budget). Pure: no hops, no clock.
+ * What a Route Session makes of each step's logits: the sampled token (within the constraint's
+ * mask, when the answer has a grammar), its text delta (stop strings held back until they
+ * cannot match), and the end of generation (a stop token, a stop string, the token budget).
+ * Pure: no hops, no clock.
  */
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
-import { Sampler, StopChecker, StopStringMatcher, type FinishReason, type SamplingParams } from '../sampling/index.ts';
+import { Sampler, StopChecker, StopStringMatcher, type FinishReason, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import type { SessionEvent } from './route-types.ts';
 
 export type TokenEvent = Extract<SessionEvent, { type: 'token' }>;
@@ -24,6 +25,8 @@ export class TokenOutput {
     private readonly promptIds: readonly number[],
     tokenizer?: TextTokenizer,
     stopStrings?: readonly string[],
+    /** Asked for each step's mask and told each chosen token; the session disposes it. */
+    private readonly constraint?: TokenConstraint,
   ) {
     this.sampler = new Sampler(params, vocabSize);
     this.stop = new StopChecker(params);
@@ -34,10 +37,12 @@ export class TokenOutput {
   /**
    * Sample the next token from `logits` ([vocab], the last position). Returns the token event
    * (absent for a stop token, which is never emitted) and, when generation ends with it, the
-   * done event carrying the text still held back.
+   * done event carrying the text still held back. Async for the constraint's mask.
    */
-  next(logits: Float32Array): { token?: TokenEvent; done?: DoneEvent } {
-    const sampled = this.sampler.sample(logits, { prompt: this.promptIds, generated: this.generated });
+  async next(logits: Float32Array): Promise<{ token?: TokenEvent; done?: DoneEvent }> {
+    const mask = await this.constraint?.nextMask();
+    const sampled = this.sampler.sample(logits, { prompt: this.promptIds, generated: this.generated }, mask);
+    this.constraint?.accept(sampled.tokenId);
     this.generated.push(sampled.tokenId);
     let finishReason: FinishReason | undefined = this.stop.check(sampled.tokenId, this.generated.length);
     let token: TokenEvent | undefined;

@@ -17,6 +17,15 @@ export {
   type CandidateSet,
   type FilterParams,
 } from './candidates.ts';
+export {
+  ConstraintDeadEndError,
+  ConstraintViolationError,
+  maskAllowsAny,
+  applyTokenMask,
+  maskAllows,
+  type TokenConstraint,
+  type TokenMask,
+} from './constraint.ts';
 export { Sampler, type SampledToken, type TokenLogprob } from './sampler.ts';
 export {
   StopChecker,

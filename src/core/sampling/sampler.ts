@@ -5,6 +5,7 @@
  */
 
 import { createCandidateScratch, selectCandidates, type CandidateScratch } from './candidates.ts';
+import { applyTokenMask, ConstraintDeadEndError, type TokenMask } from './constraint.ts';
 import { applyPenalties, type TokenHistory } from './penalties.ts';
 import { validateSamplingParams, type SamplingParams } from './params.ts';
 import { createRng, type Rng, type RngState } from './rng.ts';
@@ -17,9 +18,10 @@ export interface TokenLogprob {
 }
 
 /**
- * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties and
- * BEFORE temperature / top-k / top-p / min-p: the model's distribution as adjusted by the
- * penalties, independent of how adventurous the sampling was. (OpenAI reports the raw model
+ * The sampled token. Log-probabilities are the log-softmax of the logits AFTER penalties (and
+ * the constraint mask, when one is given) and BEFORE temperature / top-k / top-p / min-p: the
+ * model's distribution as adjusted by the penalties and restricted to what the output format
+ * allows, independent of how adventurous the sampling was. (OpenAI reports the raw model
  * distribution; we include penalties because they are part of what the request asked the model to
  * score.) exp(logprob) summed over the whole vocabulary is 1.
  */
@@ -37,8 +39,8 @@ const NO_LOGPROBS: readonly TokenLogprob[] = Object.freeze([]);
  * Samples one sequence's tokens. Not shared between sequences: it owns scratch buffers of
  * O(vocabSize) and the RNG whose position advances by exactly one draw per non-greedy sample.
  *
- * Pipeline: penalties → (temperature 0: argmax, ties to the lowest id, no RNG draw) →
- * temperature → top-k → softmax → top-p → min-p → renormalize → draw.
+ * Pipeline: penalties → constraint mask → (temperature 0: argmax, ties to the lowest id, no RNG
+ * draw) → temperature → top-k → softmax → top-p → min-p → renormalize → draw.
  */
 export class Sampler {
   readonly params: SamplingParams;
@@ -81,19 +83,23 @@ export class Sampler {
    * banned token; NaN or +Infinity throws RangeError, as does a length other than vocabSize, a
    * history id outside the vocabulary, or every logit being -Infinity. `logprob` is NaN and
    * `topLogprobs` empty unless `params.logprobs` (their normalizer costs a pass over the vocabulary).
+   * `mask` (a {@link TokenMask} from the sequence's constraint) bans every token it does not
+   * allow; the draw, greedy choice and logprobs all see only the allowed tokens. A mask that
+   * leaves no token throws ConstraintDeadEndError.
    */
-  sample(logits: Float32Array, history: TokenHistory): SampledToken {
+  sample(logits: Float32Array, history: TokenHistory, mask?: TokenMask): SampledToken {
     const { params, vocabSize, penalized } = this;
     if (logits.length !== vocabSize) {
       throw new RangeError(`expected ${vocabSize} logits, got ${logits.length}`);
     }
-    if (this.plainGreedy) return this.argmax(logits);
+    if (this.plainGreedy && !mask) return this.argmax(logits); // a mask needs the masked copy
     for (let i = 0; i < vocabSize; i++) {
       const l = logits[i];
       if (l !== l || l === Infinity) throw new RangeError(`logit ${i} is ${l}`);
       penalized[i] = l;
     }
     applyPenalties(penalized, history, params, this.counts);
+    if (mask) applyTokenMask(penalized, mask);
 
     // Argmax (strict > keeps the lowest id on ties), and the log-softmax normalizer only when
     // logprobs are asked for: it is a pass of exp() over the whole vocabulary.
@@ -105,11 +111,14 @@ export class Sampler {
         best = i;
       }
     }
-    if (best < 0) throw new RangeError('cannot sample: every logit is -Infinity');
+    if (best < 0) {
+      if (mask) throw new ConstraintDeadEndError();
+      throw new RangeError('cannot sample: every logit is -Infinity');
+    }
     const tokenId = params.temperature === 0 ? best : this.draw();
     if (!params.logprobs) return { tokenId, logprob: Number.NaN, topLogprobs: NO_LOGPROBS };
     let sum = 0;
-    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max);
+    for (let i = 0; i < vocabSize; i++) sum += Math.exp(penalized[i] - max); // exp(-Infinity) = 0
     const logNormalizer = max + Math.log(sum);
     const topLogprobs: TokenLogprob[] = [];
     if (params.topLogprobs > 0) {

@@ -3,6 +3,7 @@
  * body, renders and tokenizes the prompt, and hands over to the completion runner.
  */
 import type { H3, H3Event } from 'h3';
+import { planStructuredChat } from '../../core/model/structured-output.ts';
 import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
 import { invalidRequest, modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
@@ -59,9 +60,9 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
     '/v1/chat/completions',
     counted('/v1/chat/completions', async (request) => {
       const parsed = parseChatRequest(await readJsonBody(request, options.bodyLimitBytes), head.name, defaults);
-      const prompt = head.tokenizer.applyChatTemplate(parsed.messages, { addGenerationPrompt: true });
-      const promptIds = head.tokenizer.encode(prompt, { addSpecialTokens: false });
-      return runCompletion(options, parsed, promptIds, request.signal);
+      const plan = planStructuredChat(head.tokenizer, { messages: parsed.messages, responseFormat: parsed.responseFormat, tools: parsed.tools });
+      const promptIds = head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });
+      return runCompletion(options, parsed, promptIds, request.signal, { plan });
     }),
   );
 

@@ -1,9 +1,11 @@
 /**
  * `POST /v1/responses`: the Responses body translated to the chat request the chat route
- * builds (`parseResponsesRequest`), rendered through the chat template, and run by the same
- * completion runner, which answers with `Response` objects and Responses stream events
- * (`responsesFormat`).
+ * builds (`parseResponsesRequest`), planned like chat (`planStructuredChat`: the prompt with
+ * the tools through the chat template, the grammar of `text.format` and the tool calls), and
+ * run by the same completion runner, which answers with `Response` objects and Responses
+ * stream events (`responsesFormat`).
  */
+import { planStructuredChat } from '../../core/model/structured-output.ts';
 import { ApiError } from '../openai/errors.ts';
 import type { RequestDefaults } from '../openai/requests.ts';
 import { parseResponsesRequest } from '../openai/responses-request.ts';
@@ -11,19 +13,25 @@ import { responsesFormat } from './answer-formats.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
 import { readJsonBody } from './respond.ts';
 
-/** The chat request's context-length refusals name `messages`; a Responses client sent `input`. */
-function asInputError(error: unknown): unknown {
-  if (!(error instanceof ApiError) || error.param !== 'messages') return error;
-  return new ApiError(error.status, error.message.replaceAll('messages', 'input'), { type: error.type, param: 'input', code: error.code, cause: error });
+/**
+ * The chat request's refusals name chat's fields: the context-length ones `messages`, a schema
+ * the grammar engine refuses `response_format`. A Responses client sent `input` and `text.format`.
+ */
+function asResponsesError(error: unknown): unknown {
+  if (!(error instanceof ApiError)) return error;
+  const rename = (param: string, message: string) => new ApiError(error.status, message, { type: error.type, param, code: error.code, cause: error });
+  if (error.param === 'messages') return rename('input', error.message.replaceAll('messages', 'input'));
+  if (error.param === 'response_format') return rename('text.format', error.message.replaceAll("'response_format'", "'text.format'"));
+  return error;
 }
 
 export async function answerResponses(ctx: RunnerContext, defaults: RequestDefaults, bodyLimitBytes: number, request: Request): Promise<Response> {
   const { chat, echo } = parseResponsesRequest(await readJsonBody(request, bodyLimitBytes), ctx.head.name, defaults);
   try {
-    const prompt = ctx.head.tokenizer.applyChatTemplate(chat.messages, { addGenerationPrompt: true });
-    const promptIds = ctx.head.tokenizer.encode(prompt, { addSpecialTokens: false });
-    return await runCompletion(ctx, chat, promptIds, request.signal, (tokenText) => responsesFormat(echo, chat.logprobs, tokenText));
+    const plan = planStructuredChat(ctx.head.tokenizer, { messages: chat.messages, responseFormat: chat.responseFormat, tools: chat.tools });
+    const promptIds = ctx.head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });
+    return await runCompletion(ctx, chat, promptIds, request.signal, { plan, format: (answer) => responsesFormat(echo, chat.logprobs, answer) });
   } catch (error) {
-    throw asInputError(error);
+    throw asResponsesError(error);
   }
 }

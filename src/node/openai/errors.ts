@@ -10,6 +10,7 @@ import { ContextLengthError } from '../../core/model/generation-limits.ts';
 import { TokenizerError } from '../../core/model/tokenizer-error.ts';
 import { PlanError } from '../../core/route/plan-error.ts';
 import { PeerWaitError, RouteUnavailableError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
+import { ConstraintDeadEndError } from '../../core/sampling/constraint.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
 
 /** OpenAI `error.type` values this server sends. */
@@ -172,7 +173,8 @@ export interface ErrorContext {
  * field; SessionLimitError → 429 (retry after 1 s); PeerWaitError (`--min-peers` not met in
  * time) and ShuttingDownError → 503; SamplingParamError → 400 naming the OpenAI param; a chat template that
  * refuses the conversation → 400 `messages`; RouteUnavailableError and PlanError
- * `route_unavailable` → 503; anything else → 500 with a generic message (the original is
+ * `route_unavailable` → 503; ConstraintDeadEndError (the vocabulary cannot continue the
+ * output format) → 400; anything else → 500 with a generic message (the original is
  * kept as `cause` for logs, never sent).
  */
 export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
@@ -200,6 +202,14 @@ export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
       type: 'invalid_request_error',
       param: 'messages',
       code: 'invalid_value',
+      cause: error,
+    });
+  }
+  if (error instanceof ConstraintDeadEndError) {
+    return new ApiError(400, `The requested output format cannot be written by this model: ${error.message}.`, {
+      type: 'invalid_request_error',
+      param: null,
+      code: 'unsupported_value',
       cause: error,
     });
   }

@@ -43,6 +43,11 @@ export function invalidValue(param: string, detail: string): ApiError {
   return invalidRequest(`Invalid value for '${param}': ${detail}`, param, 'invalid_value');
 }
 
+/** A value from the client as an error message quotes it: at most 64 characters, then `…`. */
+export function shown(text: string): string {
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

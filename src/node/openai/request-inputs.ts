@@ -3,8 +3,9 @@
  * Throws ApiError 400 naming the exact path (`messages[1].content[0].type`, `prompt[3]`).
  */
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
+import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
-import { integerValue, invalidValue, isRecord, missingParam, stringValue, typeError } from './request-fields.ts';
+import { integerValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
 
 /** OpenAI role → template role. `developer` is the newer name of `system` (o-series clients). */
 const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
@@ -12,6 +13,7 @@ const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
   developer: 'system',
   user: 'user',
   assistant: 'assistant',
+  tool: 'tool',
 };
 
 /** Text parts are joined with a newline, as vLLM and llama.cpp's server do. */
@@ -31,9 +33,10 @@ function unsupported(param: string, what: string): ApiError {
 
 /**
  * `messages`: a non-empty array of `{ role, content }`. Roles system, developer (as system),
- * user, assistant; tool and function turns are refused. Content is a string or an array of
- * `{ type: 'text', text }` parts (joined); other part types (images, audio, files) are refused.
- * `name` is ignored. An assistant turn carrying `tool_calls` or `function_call` is refused.
+ * user, assistant, tool; the legacy `function` role is refused. Content is a string or an
+ * array of `{ type: 'text', text }` parts (joined); other part types (images, audio, files) are
+ * refused. An assistant turn may carry `tool_calls` (then its content may be null); a tool turn
+ * needs `tool_call_id`. `name` is ignored (except on tool turns, where it names the function).
  */
 export function parseMessages(value: unknown): ChatMessage[] {
   if (value === undefined || value === null) throw missingParam('messages');
@@ -50,16 +53,46 @@ function parseMessage(item: unknown, path: string): ChatMessage {
   if (role === undefined) {
     throw invalidValue(
       `${path}.role`,
-      `'${roleName}' is not supported. Supported values are: 'system', 'developer', 'user', and 'assistant' (tool calling is not available).`,
+      `'${shown(roleName)}' is not supported. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`,
     );
   }
-  for (const field of ['tool_calls', 'function_call'] as const) {
-    const calls = item[field];
-    if (calls !== undefined && calls !== null && !(Array.isArray(calls) && calls.length === 0)) {
-      throw unsupported(`${path}.${field}`, 'is not supported: this server does not offer tool calling.');
-    }
+  const legacy = item.function_call;
+  if (legacy !== undefined && legacy !== null) {
+    throw unsupported(`${path}.function_call`, "is deprecated and not supported: send 'tool_calls' instead.");
+  }
+  if (role === 'tool') {
+    if (item.tool_call_id === undefined || item.tool_call_id === null) throw missingParam(`${path}.tool_call_id`);
+    const toolCallId = stringValue(`${path}.tool_call_id`, item.tool_call_id);
+    const name = item.name === undefined || item.name === null ? undefined : stringValue(`${path}.name`, item.name);
+    return { role, content: parseContent(item.content, `${path}.content`), toolCallId, ...(name === undefined ? {} : { name }) };
+  }
+  const toolCalls = role === 'assistant' ? parseToolCalls(item.tool_calls, `${path}.tool_calls`) : [];
+  if (toolCalls.length > 0) {
+    const content = item.content === undefined || item.content === null ? '' : parseContent(item.content, `${path}.content`);
+    return { role, content, toolCalls };
+  }
+  if (role !== 'assistant' && item.tool_calls !== undefined && item.tool_calls !== null) {
+    throw invalidValue(`${path}.tool_calls`, `only assistant messages carry tool calls.`);
   }
   return { role, content: parseContent(item.content, `${path}.content`) };
+}
+
+/** An assistant turn's `tool_calls`: `[{ id, type: 'function', function: { name, arguments } }]`. */
+function parseToolCalls(value: unknown, path: string): ToolCall[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw typeError(path, 'an array', value);
+  return value.map((call: unknown, i) => {
+    const at = `${path}[${i}]`;
+    if (!isRecord(call)) throw typeError(at, 'an object', call);
+    if (call.type !== undefined && call.type !== 'function') throw invalidValue(`${at}.type`, `'${shown(String(call.type))}' is not supported. Supported values are: 'function'.`);
+    if (call.id === undefined || call.id === null) throw missingParam(`${at}.id`);
+    const fn = call.function;
+    if (fn === undefined || fn === null) throw missingParam(`${at}.function`);
+    if (!isRecord(fn)) throw typeError(`${at}.function`, 'an object', fn);
+    if (fn.name === undefined || fn.name === null) throw missingParam(`${at}.function.name`);
+    if (fn.arguments === undefined || fn.arguments === null) throw missingParam(`${at}.function.arguments`);
+    return { id: stringValue(`${at}.id`, call.id), name: stringValue(`${at}.function.name`, fn.name), arguments: stringValue(`${at}.function.arguments`, fn.arguments) };
+  });
 }
 
 function parseContent(value: unknown, path: string): string {
@@ -74,7 +107,7 @@ function parseContent(value: unknown, path: string): string {
       if (part.type === undefined || part.type === null) throw missingParam(`${partPath}.type`);
       const type = stringValue(`${partPath}.type`, part.type);
       if (type !== 'text') {
-        throw invalidValue(`${partPath}.type`, `'${type}' is not supported. Supported values are: 'text' (this model reads text only).`);
+        throw invalidValue(`${partPath}.type`, `'${shown(type)}' is not supported. Supported values are: 'text' (this model reads text only).`);
       }
       if (part.text === undefined || part.text === null) throw missingParam(`${partPath}.text`);
       return stringValue(`${partPath}.text`, part.text);

@@ -3,12 +3,14 @@
  *
  * `parseChatRequest` (POST /v1/chat/completions) and `parseCompletionRequest`
  * (POST /v1/completions) check every field they use with OpenAI's wording and refuse, with a
- * 400 naming the param, what this server cannot honour (n > 1, tools, non-text content,
- * several prompts, …) instead of silently answering something else. Fields they do not know
+ * 400 naming the param, what this server cannot honour (n > 1, non-text content, legacy
+ * `functions`, several prompts, …) instead of silently answering something else. Fields they do not know
  * are ignored. The sampling values they return are already within `validateSamplingParams`'
  * ranges; the caller adds `stopTokenIds` (the model's EOS) and validates the whole.
  */
+import type { ResponseFormat } from '../../core/model/structured-output.ts';
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
+import type { ToolRequest } from '../../core/model/tools/tool-types.ts';
 import type { SamplingParams } from '../../core/sampling/params.ts';
 import { type ApiError, invalidRequest, modelNotFound } from './errors.ts';
 import {
@@ -22,6 +24,7 @@ import {
   typeError,
 } from './request-fields.ts';
 import { parseMessages, parsePrompt } from './request-inputs.ts';
+import { parseResponseFormat, parseTools } from './request-output.ts';
 
 /** Largest `stop` array (OpenAI's limit). */
 export const MAX_STOP_STRINGS = 4;
@@ -63,6 +66,10 @@ interface ParsedRequestBase {
 export interface ChatRequest extends ParsedRequestBase {
   readonly kind: 'chat';
   readonly messages: ChatMessage[];
+  /** `response_format`; undefined or `text` for free text. */
+  readonly responseFormat?: ResponseFormat;
+  /** `tools` with `tool_choice` and `parallel_tool_calls`; undefined without tools. */
+  readonly tools?: ToolRequest;
 }
 
 export interface CompletionRequest extends ParsedRequestBase {
@@ -86,7 +93,15 @@ export function parseChatRequest(body: unknown, servedModel: string, defaults: R
   // Chat prefers the newer name; max_tokens is its deprecated alias.
   const maxCompletion = fields.integer('max_completion_tokens', { min: 1 });
   const maxTokens = maxCompletion ?? fields.integer('max_tokens', { min: 1 });
-  return { kind: 'chat', messages, ...common(fields, defaults, maxTokens, logprobs, topLogprobs) };
+  const responseFormat = parseResponseFormat(fields.get('response_format'));
+  const tools = parseTools(fields);
+  return {
+    kind: 'chat',
+    messages,
+    ...(responseFormat === undefined || responseFormat.type === 'text' ? {} : { responseFormat }),
+    ...(tools === undefined ? {} : { tools }),
+    ...common(fields, defaults, maxTokens, logprobs, topLogprobs),
+  };
 }
 
 /** Parses a `/v1/completions` body. Throws ApiError (400, or 404 model_not_found). */
@@ -218,17 +233,12 @@ function refuseUnsupported(fields: BodyFields, kind: 'chat' | 'completion'): voi
   const nonEmpty = (v: unknown) => v !== undefined && !(Array.isArray(v) && v.length === 0) && !(isRecord(v) && Object.keys(v).length === 0);
   if (nonEmpty(fields.get('logit_bias'))) throw refuse('logit_bias', 'is not supported by this server.');
   if (kind === 'chat') {
-    for (const name of ['tools', 'functions']) {
-      if (nonEmpty(fields.get(name))) throw refuse(name, 'is not supported: this server does not offer tool calling.');
-    }
-    const choice = fields.get('tool_choice') ?? fields.get('function_call');
-    if (choice !== undefined && choice !== 'none' && choice !== 'auto') {
-      throw refuse(fields.get('tool_choice') === undefined ? 'function_call' : 'tool_choice', 'is not supported: this server does not offer tool calling.');
-    }
+    // The deprecated function-calling fields: answered with `tools` / `tool_choice` instead.
+    if (nonEmpty(fields.get('functions'))) throw refuse('functions', "is deprecated and not supported: send 'tools' instead.");
     refuseOutputModalities(fields);
-    const format = fields.get('response_format');
-    if (format !== undefined && !(isRecord(format) && format.type === 'text')) {
-      throw refuse('response_format', "is not supported: only { type: 'text' } is available (no JSON mode).");
+    const legacyChoice = fields.get('function_call');
+    if (legacyChoice !== undefined && legacyChoice !== 'none' && legacyChoice !== 'auto') {
+      throw refuse('function_call', "is deprecated and not supported: send 'tool_choice' instead.");
     }
   } else {
     if (fields.get('echo') !== undefined && fields.get('echo') !== false) throw refuse('echo', 'is not supported by this server.');

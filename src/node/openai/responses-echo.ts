@@ -5,6 +5,7 @@
  */
 import { invalidRequest } from './errors.ts';
 import { type BodyFields, isRecord, stringValue, typeError } from './request-fields.ts';
+import type { FunctionToolEcho, ResponsesTools, TextFormatEcho, ToolChoiceEcho } from './responses-tools.ts';
 
 /** OpenAI's metadata limits: 16 pairs, keys ≤ 64 characters, values ≤ 512. */
 export const METADATA_MAX_PAIRS = 16;
@@ -24,8 +25,9 @@ export interface ResponseEcho {
   readonly promptCacheKey: string | null;
   readonly truncation: 'auto' | 'disabled';
   readonly parallelToolCalls: boolean;
-  /** `none` or `auto` (others are refused until tools land). */
-  readonly toolChoice: 'none' | 'auto';
+  readonly toolChoice: ToolChoiceEcho;
+  readonly tools: readonly FunctionToolEcho[];
+  readonly textFormat: TextFormatEcho;
   readonly verbosity: 'low' | 'medium' | 'high';
 }
 
@@ -61,10 +63,16 @@ function parseMetadata(value: unknown): Record<string, string> {
   return value as Record<string, string>;
 }
 
-/** The echoed fields (sampling bounds are checked by the chat request's own parser). */
+/** The echoed fields (sampling bounds are checked by the chat request's own parser; tools and format by `responses-tools.ts`). */
 export function parseEchoedFields(
   fields: BodyFields,
-  parsed: { readonly instructions: string | undefined; readonly maxOutputTokens: number | undefined; readonly topLogprobs: number },
+  parsed: {
+    readonly instructions: string | undefined;
+    readonly maxOutputTokens: number | undefined;
+    readonly topLogprobs: number;
+    readonly tools: ResponsesTools;
+    readonly textFormat: TextFormatEcho;
+  },
 ): ResponseEcho {
   fields.boolean('store');
   const serviceTier = fields.get('service_tier');
@@ -91,8 +99,10 @@ export function parseEchoedFields(
     safetyIdentifier: fields.string('safety_identifier') ?? null,
     promptCacheKey: fields.string('prompt_cache_key') ?? null,
     truncation: oneOf(fields, 'truncation', ['auto', 'disabled'] as const, 'disabled'),
-    parallelToolCalls: fields.boolean('parallel_tool_calls') ?? true,
-    toolChoice: fields.get('tool_choice') === 'none' ? 'none' : 'auto',
+    parallelToolCalls: parsed.tools.parallelToolCalls,
+    toolChoice: parsed.tools.toolChoice,
+    tools: parsed.tools.tools,
+    textFormat: parsed.textFormat,
     verbosity,
   };
 }

@@ -1,18 +1,21 @@
 /**
  * The `Response` object of `POST /v1/responses`, shaped like api.openai.com's: its settings
- * echoed, `output` message items with `output_text` parts, `usage` with details. Pure builders
- * over plain data; the stream builder (`responses-stream.ts`) uses the same pieces, so a
- * streamed response ends in exactly the object a whole one is.
+ * echoed, `output` items — assistant `message`s with `output_text` parts and `function_call`s
+ * (`call_id`, `name`, `arguments`) in the order the model wrote them — and `usage` with
+ * details. Pure builders over plain data; the stream builder (`responses-stream.ts`) assembles
+ * them, and a whole response is that builder's last object, so both end the same.
  *
  * Finish reasons: `stop` → status `completed`; `length` (max_output_tokens, or the context
  * running out) → status `incomplete` with `incomplete_details.reason: 'max_output_tokens'`,
- * and the message item `incomplete` too.
+ * and the item being written then `incomplete` too.
  */
 import type { Usage } from '../../core/route/route-types.ts';
 import type { FinishReason } from '../../core/sampling/index.ts';
 import type { ApiError } from './errors.ts';
 import type { ChosenToken, ResponseMeta, TokenText } from './responses.ts';
+import type { ToolCallStream } from '../../core/model/tools/tool-call-stream.ts';
 import type { ResponseEcho } from './responses-echo.ts';
+import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 
 export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';
 
@@ -41,6 +44,18 @@ export interface OutputMessage {
   readonly content: OutputText[];
 }
 
+/** A call the model made (`FunctionToolCall`); `id` is the item's, `call_id` the call's. */
+export interface FunctionCallItem {
+  readonly id: string;
+  readonly type: 'function_call';
+  readonly status: 'in_progress' | 'completed' | 'incomplete';
+  readonly arguments: string;
+  readonly call_id: string;
+  readonly name: string;
+}
+
+export type OutputItem = OutputMessage | FunctionCallItem;
+
 export interface ResponseUsage {
   readonly input_tokens: number;
   readonly input_tokens_details: { readonly cached_tokens: number; readonly cache_write_tokens: number };
@@ -63,7 +78,7 @@ export interface ResponseObject {
   readonly max_output_tokens: number | null;
   readonly max_tool_calls: null;
   readonly model: string;
-  readonly output: OutputMessage[];
+  readonly output: OutputItem[];
   readonly parallel_tool_calls: boolean;
   readonly previous_response_id: null;
   readonly prompt_cache_key: string | null;
@@ -71,9 +86,9 @@ export interface ResponseObject {
   readonly safety_identifier: string | null;
   readonly service_tier: 'default';
   readonly temperature: number;
-  readonly text: { readonly format: { readonly type: 'text' }; readonly verbosity: ResponseEcho['verbosity'] };
+  readonly text: { readonly format: ResponseEcho['textFormat']; readonly verbosity: ResponseEcho['verbosity'] };
   readonly tool_choice: ResponseEcho['toolChoice'];
-  readonly tools: [];
+  readonly tools: ResponseEcho['tools'];
   readonly top_logprobs: number;
   readonly top_p: number;
   readonly truncation: ResponseEcho['truncation'];
@@ -90,11 +105,16 @@ export interface ResponseContext {
   /** Names tokens for logprobs (only read when logprobs were asked for). */
   readonly tokenText: TokenText;
   readonly logprobs: boolean;
+  /** Reads tool calls out of the answer (one reader per response); absent without tools. */
+  readonly tools?: ToolCallStream;
 }
 
-/** `msg_<hex>`: the one message item of a response, named after the response id. */
-export function messageId(responseId: string): string {
-  return `msg_${responseId.replace(/^resp_/, '')}`;
+/**
+ * An output item's id, named after the response id: `msg_<hex>` for a message, `fc_<hex>` for
+ * a call, and `_<n>` after it for the item at output index n > 0.
+ */
+export function itemId(responseId: string, kind: 'msg' | 'fc', outputIndex = 0): string {
+  return `${kind}_${responseId.replace(/^resp_/, '')}${outputIndex === 0 ? '' : `_${outputIndex}`}`;
 }
 
 export function responseUsage(usage: Usage): ResponseUsage {
@@ -140,6 +160,10 @@ export function outputMessage(id: string, status: OutputMessage['status'], conte
   return { id, type: 'message', status, role: 'assistant', content };
 }
 
+export function functionCallItem(id: string, status: FunctionCallItem['status'], call: ToolCall): FunctionCallItem {
+  return { id, type: 'function_call', status, arguments: call.arguments, call_id: call.id, name: call.name };
+}
+
 /** Response status and incomplete_details for a finish reason. */
 export function finishStatus(finishReason: FinishReason): Pick<ResponseObject, 'status' | 'incomplete_details'> {
   return finishReason === 'length' ? { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } } : { status: 'completed', incomplete_details: null };
@@ -150,7 +174,7 @@ export function responseObject(
   ctx: ResponseContext,
   state: {
     readonly status: ResponseStatus;
-    readonly output: OutputMessage[];
+    readonly output: OutputItem[];
     readonly incompleteDetails?: ResponseObject['incomplete_details'];
     readonly error?: ApiError;
     readonly usage?: Usage;
@@ -179,9 +203,9 @@ export function responseObject(
     safety_identifier: echo.safetyIdentifier,
     service_tier: 'default',
     temperature: echo.temperature,
-    text: { format: { type: 'text' }, verbosity: echo.verbosity },
+    text: { format: echo.textFormat, verbosity: echo.verbosity },
     tool_choice: echo.toolChoice,
-    tools: [],
+    tools: echo.tools,
     top_logprobs: echo.topLogprobs,
     top_p: echo.topP,
     truncation: echo.truncation,
@@ -189,16 +213,4 @@ export function responseObject(
     ...(echo.user === undefined ? {} : { user: echo.user }),
     metadata: echo.metadata,
   };
-}
-
-/** A finished generation as one whole Response object. */
-export function wholeResponse(
-  ctx: ResponseContext,
-  result: { readonly text: string; readonly finishReason: FinishReason; readonly usage: Usage; readonly tokens: readonly ChosenToken[] },
-  completedAt: number,
-): ResponseObject {
-  const finish = finishStatus(result.finishReason);
-  const logprobs = ctx.logprobs ? responseLogprobs(result.tokens, ctx.tokenText) : [];
-  const message = outputMessage(messageId(ctx.meta.id), finish.status === 'completed' ? 'completed' : 'incomplete', [outputText(result.text, logprobs)]);
-  return responseObject(ctx, { status: finish.status, incompleteDetails: finish.incomplete_details, output: [message], usage: result.usage, completedAt });
 }

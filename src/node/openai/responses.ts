@@ -4,7 +4,31 @@
  * over plain data; the key order follows api.openai.com so bodies read the same.
  */
 import type { Usage } from '../../core/route/route-types.ts';
+import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 import type { FinishReason, TokenLogprob } from '../../core/sampling/index.ts';
+
+/** Chat finish reasons: the sampler's, plus `tool_calls` when the answer ended in calls. */
+export type ChatFinishReason = FinishReason | 'tool_calls';
+
+/** One tool call in a message (`choices[0].message.tool_calls[i]`). */
+export interface ChatToolCall {
+  readonly id: string;
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly arguments: string };
+}
+
+/** One tool-call delta in a stream chunk: the first carries id, type and name. */
+export interface ChatToolCallDelta {
+  readonly index: number;
+  readonly id?: string;
+  readonly type?: 'function';
+  readonly function: { readonly name?: string; readonly arguments: string };
+}
+
+/** The tool calls of a finished answer, as the message carries them. */
+export function chatToolCalls(calls: readonly ToolCall[]): ChatToolCall[] {
+  return calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }));
+}
 
 /** One token id → its text (the tokenizer's decode of that id alone). */
 export type TokenText = (tokenId: number) => string;
@@ -61,9 +85,15 @@ export interface ChatCompletion {
   readonly choices: [
     {
       readonly index: 0;
-      readonly message: { readonly role: 'assistant'; readonly content: string; readonly refusal: null };
+      readonly message: {
+        readonly role: 'assistant';
+        /** Null when the answer is only tool calls. */
+        readonly content: string | null;
+        readonly refusal: null;
+        readonly tool_calls?: ChatToolCall[];
+      };
       readonly logprobs: ChatLogprobs | null;
-      readonly finish_reason: FinishReason;
+      readonly finish_reason: ChatFinishReason;
     },
   ];
   readonly usage: OpenAIUsage;
@@ -79,9 +109,9 @@ export interface ChatCompletionChunk {
   /** One choice, or none on the usage chunk. */
   readonly choices: {
     readonly index: 0;
-    readonly delta: { readonly role?: 'assistant'; readonly content?: string };
+    readonly delta: { readonly role?: 'assistant'; readonly content?: string; readonly tool_calls?: ChatToolCallDelta[] };
     readonly logprobs: ChatLogprobs | null;
-    readonly finish_reason: FinishReason | null;
+    readonly finish_reason: ChatFinishReason | null;
   }[];
   /** Present only with `include_usage`: null on every chunk but the last. */
   readonly usage?: OpenAIUsage | null;
@@ -192,8 +222,20 @@ export interface GenerationResult {
   readonly tokens: readonly ChosenToken[];
 }
 
-/** The `chat.completion` object. `logprobs` null unless `tokenText` is given. */
-export function chatCompletion(meta: ResponseMeta, result: GenerationResult, tokenText?: TokenText): ChatCompletion {
+/** What the answer holds once tool calls are taken out of it (see `ToolCallStream`). */
+export interface ToolAnswer {
+  readonly content: string;
+  readonly calls: readonly ToolCall[];
+}
+
+/**
+ * The `chat.completion` object. `logprobs` null unless `tokenText` is given. With `tools`,
+ * the message carries `tool_calls` (content null when there is no text besides them) and a
+ * stop after calls is reported as `tool_calls`.
+ */
+export function chatCompletion(meta: ResponseMeta, result: GenerationResult, tokenText?: TokenText, tools?: ToolAnswer): ChatCompletion {
+  const calls = tools?.calls ?? [];
+  const content = tools ? (calls.length > 0 && tools.content.trim() === '' ? null : tools.content) : result.text;
   return {
     id: meta.id,
     object: 'chat.completion',
@@ -202,9 +244,9 @@ export function chatCompletion(meta: ResponseMeta, result: GenerationResult, tok
     choices: [
       {
         index: 0,
-        message: { role: 'assistant', content: result.text, refusal: null },
+        message: { role: 'assistant', content, refusal: null, ...(calls.length > 0 ? { tool_calls: chatToolCalls(calls) } : {}) },
         logprobs: tokenText ? chatLogprobs(result.tokens, tokenText) : null,
-        finish_reason: result.finishReason,
+        finish_reason: calls.length > 0 && result.finishReason === 'stop' ? 'tool_calls' : result.finishReason,
       },
     ],
     usage: toOpenAIUsage(result.usage),

@@ -11,9 +11,13 @@
  *                     chunks have no `usage` key at all (the spec's completion `usage` is not
  *                     nullable).
  */
+import type { ToolCallStream } from '../../core/model/tools/tool-call-stream.ts';
+import type { ToolStreamEvent } from '../../core/model/tools/tool-call-parser.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
 import {
+  type ChatToolCallDelta,
   type ChatCompletionChunk,
+  type ChatLogprobs,
   type ChosenToken,
   type GenerationResult,
   type ResponseMeta,
@@ -33,6 +37,12 @@ export interface StreamOptions {
   /** Report logprobs on each token's chunk; `tokenText` names the tokens. */
   readonly logprobs: boolean;
   readonly tokenText: TokenText;
+  /**
+   * Chat with tools: the answer's text goes through this stream, content becomes `content`
+   * deltas and calls become `tool_calls` deltas (index, id, type and name first, then the
+   * arguments as they grow); a stop after calls finishes as `tool_calls`.
+   */
+  readonly tools?: ToolCallStream;
 }
 
 /** Common bookkeeping: order checks and the `usage` key rule. */
@@ -69,16 +79,42 @@ export class ChatStreamBuilder extends StreamBuilder<ChatCompletionChunk> {
   }
 
   protected onToken(token: ChosenToken): ChatCompletionChunk[] {
-    const { logprobs, tokenText } = this.options;
+    const { logprobs, tokenText, tools } = this.options;
+    if (tools) return this.toolChunks(tools.token(token.tokenId, token.text), logprobs ? chatLogprobs([token], tokenText) : null);
     if (token.text === '' && !logprobs) return [];
     return [this.choice({ content: token.text }, logprobs ? chatLogprobs([token], tokenText) : null, null)];
   }
 
   protected onDone(done: Extract<SessionEvent, { type: 'done' }>): ChatCompletionChunk[] {
+    const { tools } = this.options;
     const chunks: ChatCompletionChunk[] = [];
-    if (done.text !== '') chunks.push(this.choice({ content: done.text }, null, null));
-    chunks.push(this.choice({}, null, done.finishReason));
+    if (tools) chunks.push(...this.toolChunks(tools.finish(done.text)));
+    else if (done.text !== '') chunks.push(this.choice({ content: done.text }, null, null));
+    const calls = tools?.calls.length ?? 0;
+    chunks.push(this.choice({}, null, calls > 0 && done.finishReason === 'stop' ? 'tool_calls' : done.finishReason));
     if (this.options.includeUsage) chunks.push(chatChunk(this.options.meta, undefined, toOpenAIUsage(done.usage)));
+    return chunks;
+  }
+
+  /**
+   * Content and tool-call deltas for parsed events. `logprobs` (of the token these events came
+   * from) ride on its first content delta; tokens inside a call report none.
+   */
+  private toolChunks(events: readonly ToolStreamEvent[], logprobs: ChatLogprobs | null = null): ChatCompletionChunk[] {
+    const chunks: ChatCompletionChunk[] = [];
+    let pending = logprobs;
+    for (const event of events) {
+      if (event.type === 'content') {
+        chunks.push(this.choice({ content: event.text }, pending, null));
+        pending = null;
+        continue;
+      }
+      const delta: ChatToolCallDelta =
+        event.type === 'call'
+          ? { index: event.index, id: event.id, type: 'function', function: { name: event.name, arguments: '' } }
+          : { index: event.index, function: { arguments: event.text } };
+      chunks.push(this.choice({ tool_calls: [delta] }, null, null));
+    }
     return chunks;
   }
 

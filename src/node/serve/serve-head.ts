@@ -27,6 +27,9 @@ import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
 import { parseHeadLayers } from '../../core/route/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
+import { createGrammarEngine } from '../../core/model/structured-output.ts';
+import type { GrammarEngine } from '../../core/sampling/grammar/output-grammar.ts';
+import { loadXGrammar } from '../xgrammar-node.ts';
 
 export interface ServeOptions {
   readonly model: string; // folder, Hub id or 'demo'
@@ -91,6 +94,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
   const metrics = new HeadMetrics();
   const tracker = new SessionTracker(store, metrics, resolved.id);
+  let grammar: GrammarEngine | undefined; // made in mount, once the generation limits are known
   let listenUrl: string | undefined; // known once the head listens (port 0)
   const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
   const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
@@ -139,8 +143,12 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         }
         return next();
       });
+      // JSON mode, JSON schema and tool calls; the WebAssembly loads on the first such request.
+      // Without a stop token a constrained answer could never end: no engine, such requests are 400s.
+      grammar = ctx.limits.stopTokenIds.length > 0 ? createGrammarEngine(loadXGrammar, tokenizer, config.vocabSize, ctx.limits.stopTokenIds) : undefined;
       mountOpenAIRoutes(app, {
         head: ctx,
+        grammar,
         bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
         // The model's own default answer length (generation_config.json), else up to 512 (src/core/model).
         defaultMaxTokens: ctx.limits.defaultMaxTokens,
@@ -190,6 +198,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       feed.close();
       await head.close();
       await peers?.close();
+      grammar?.dispose();
     },
   };
 }
