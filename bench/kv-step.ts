@@ -5,6 +5,9 @@
  * inputs are copied into the wasm heap on every run), against the unpooled path (every
  * step feeds the past and fetches the whole present back).
  *
+ * Then, on CPU with the pool, what one batched run of B sessions' decode steps costs against
+ * one session's step: the bound on batched decode's aggregate speed-up at the peers.
+ *
  *   node --import tsx bench/kv-step.ts [layers=4] [steps=24]
  */
 import { randomUUID } from 'node:crypto';
@@ -56,6 +59,33 @@ for (const device of ['cpu', 'wasm']) {
     await p.dispose();
   }
 }
+const batchRows: string[] = [];
+{
+  const p = await loadLocalPipeline(model, { ranges, device: 'cpu', dtype: 'fp32', threads: 1, kvMode: 'pool' });
+  const { executor, kv } = p.stages[0];
+  const context = 32;
+  let alone = 0;
+  for (const batch of [1, 2, 4, 8]) {
+    const ids = Array.from({ length: batch }, () => randomUUID());
+    for (const sessionId of ids) {
+      const hidden = await p.head.embed(Array.from({ length: context }, (_, i) => 1 + (i % 250)));
+      await executor.run({ sessionId, startPosition: 0, hidden }, kv.acquire(sessionId, executor.range));
+    }
+    const hidden = await p.head.embed([7]);
+    const times: number[] = [];
+    for (let s = 0; s < Number(stepsArg); s++) {
+      const steps = ids.map((sessionId) => ({ sessionId, startPosition: context + s, hidden }));
+      const started = performance.now();
+      await executor.runBatch!(steps, ids.map((id) => kv.find(id, executor.range)!));
+      times.push(performance.now() - started);
+    }
+    for (const id of ids) kv.release(id);
+    const ms = median(times);
+    if (batch === 1) alone = ms;
+    batchRows.push(`| ${batch} | ${ms.toFixed(2)} | ${((batch * alone) / ms).toFixed(2)}× |`);
+  }
+  await p.dispose();
+}
 process.stdout.write(
   [
     `${layersArg} SmolLM2-shaped layers, 1 thread, median of ${stepsArg} decode steps; load ${os.loadavg()[0].toFixed(1)}`,
@@ -63,6 +93,12 @@ process.stdout.write(
     '| runtime | KV | ms/step at 32 | ms/step at 2,048 | added by 2,016 positions |',
     '| --- | --- | --- | --- | --- |',
     ...rows,
+    '',
+    'CPU, pool, 32-position sessions: one batched run of B decode steps',
+    '',
+    '| B | ms/run | tokens per ms ÷ one session alone |',
+    '| --- | --- | --- |',
+    ...batchRows,
     '',
   ].join('\n'),
 );
