@@ -22,6 +22,12 @@ export const PROTOCOL_VERSION = { major: 3, minor: 0 } as const;
  *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
  *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
  *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
+ * - 3.0 (issue 17): batched activation frames, kinds 4 (batch) and 5 (batch-result): an
+ *   entry table (session id, start position, token count, status, body length per entry;
+ *   core/frames/batch-frame-codec.ts) after the common header; `release.keepPrefix` keeps a
+ *   session's KV as a prefix entry, `fork`/`forked` start a session from one; stats carry
+ *   batch and prefix figures. Major, because a 2.x peer cannot run a batched frame, and would
+ *   drop `keepPrefix` and free the KV a head then expects to fork from.
  */
 
 export interface ProtocolVersion {
