@@ -3,7 +3,7 @@
  * tensor per layer, while each session's pooled KV is its own buffer. Staging copies each
  * entry's valid positions (not its spare capacity) into one tensor. Buffers are reused from
  * run to run (no allocation, no zero-filling per step) and handed out per run, so two runs
- * in flight never share one.
+ * in flight never share one; what stays idle is at most the last run's set.
  */
 import type * as Ort from 'onnxruntime-common';
 import type { ActivationDtype } from '../model/activations.ts';
@@ -56,10 +56,12 @@ export class BatchStaging {
         return new this.ort.Tensor(type, view as Float32Array, [pasts.length, heads, capacity, headDim]);
       },
       done: () => {
+        // Keep only this run's buffers idle: the next run needs about as many of about this
+        // size. Idle buffers from earlier, shorter runs would pile up as contexts grow
+        // (outside every KV budget), so they go.
+        this.free.length = 0;
         this.free.push(...taken);
         taken.length = 0;
-        // Keep a bounded number of idle buffers (two per layer side is plenty for one run in flight).
-        if (this.free.length > 256) this.free.splice(0, this.free.length - 256);
       },
     };
   }
