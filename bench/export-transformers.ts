@@ -19,7 +19,7 @@
 import { copyFile, mkdir, open, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { headTensorNames } from '../src/core/model/architectures.ts';
-import { OnnxType, serializeModel, type Initializer, type OnnxGraph } from '../src/core/model/onnx/onnx-model.ts';
+import { OnnxType, serializeModel, type OnnxGraph } from '../src/core/model/onnx/onnx-model.ts';
 import { GraphBuilder } from '../src/core/model/onnx/graph-builder.ts';
 import {
   appendDecoderLayers,
@@ -28,23 +28,24 @@ import {
   presentKeyName,
   presentValueName,
 } from '../src/core/model/shard-graph.ts';
-import { shardWeightSegments, type ShardManifest, type WeightSegment } from '../src/core/model/shard-artifact.ts';
+import { ARTIFACT_FORMAT, shardWeightChunks, type ShardManifest } from '../src/core/model/shard-artifact.ts';
 import type { Checkpoint } from '../src/core/model/checkpoint.ts';
+import { weightSpec } from '../src/core/model/quant/weight-format.ts';
 import type { ModelConfig, TensorLocation } from '../src/core/model/types.ts';
+import { planWeights, type GraphWeights } from '../src/core/model/weight-plan.ts';
 import { openLocalModel } from '../src/node/local-model.ts';
 
 export const EXPORT_DATA_FILE = 'model.onnx_data';
-const ALIGN = 64;
 
-/** The complete-model graph; `weight` resolves each Hugging Face tensor name (fp32). */
-export function buildCompleteGraph(config: ModelConfig, weight: (name: string) => Initializer): OnnxGraph {
+/** The complete-model graph over fp32 `weights`. */
+export function buildCompleteGraph(config: ModelConfig, weights: GraphWeights): OnnxGraph {
   const g = new GraphBuilder('meshnet_complete');
   const t = OnnxType.FLOAT;
   const { hiddenSize: H, numKvHeads, headDim: D, numLayers, vocabSize, rmsNormEps } = config;
   const names = headTensorNames(config);
   const seen = new Set<string>();
   // Tied models read the embedding twice: one initializer, two uses.
-  const use = (name: string) => (seen.has(name) ? name : (seen.add(name), g.initializer(weight(name))));
+  const use = (name: string) => (seen.has(name) ? name : (seen.add(name), g.initializer(weights.tensor(name))));
 
   const ids = g.input('input_ids', OnnxType.INT64, [1, 'sequence_length']);
   const mask = g.input('attention_mask', OnnxType.INT64, [1, 'total_sequence_length']);
@@ -60,7 +61,7 @@ export function buildCompleteGraph(config: ModelConfig, weight: (name: string) =
 
   const embedded = g.op1('Gather', [use(names.embedTokens), ids], { axis: 0 }); // [1, seq, H]
   const residual = g.op1('Reshape', [embedded, g.int64([-1, H])]); // [seq, H]
-  const out = appendDecoderLayers(g, config, { start: 0, end: numLayers }, 'fp32', weight, {
+  const out = appendDecoderLayers(g, config, { start: 0, end: numLayers }, 'fp32', weights, {
     residual,
     positionIds,
     seqlensK,
@@ -79,23 +80,18 @@ export function buildCompleteGraph(config: ModelConfig, weight: (name: string) =
 
 /** Graph plus the packed weight layout of `model.onnx_data` (pure; reads no weights). */
 export function planExport(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocation>): { graph: OnnxGraph; manifest: ShardManifest } {
-  const segments: WeightSegment[] = [];
-  const placed = new Map<string, Initializer>();
-  let packed = 0;
-  const weight = (name: string): Initializer => {
-    const existing = placed.get(name);
-    if (existing) return existing;
-    const location = tensors.get(name);
-    if (!location) throw new RangeError(`tensor '${name}' is not in the checkpoint`);
-    const packedLength = location.shape.reduce((a, b) => a * b, 1) * 4;
-    segments.push({ name, file: location.file, offset: location.offset, length: location.length, sourceDtype: location.dtype, packedOffset: packed, packedLength });
-    const init: Initializer = { name, type: OnnxType.FLOAT, dims: location.shape, external: { location: EXPORT_DATA_FILE, offset: packed, length: packedLength } };
-    placed.set(name, init);
-    packed = Math.ceil((packed + packedLength) / ALIGN) * ALIGN;
-    return init;
+  const weights = weightSpec('fp32');
+  const plan = planWeights(config, tensors, weights, 'fp32', EXPORT_DATA_FILE);
+  const graph = buildCompleteGraph(config, plan.weights);
+  const manifest: ShardManifest = {
+    format: ARTIFACT_FORMAT,
+    modelKey: 'export',
+    part: { kind: 'layers', range: { start: 0, end: config.numLayers } },
+    dtype: 'fp32',
+    weights,
+    weightsLength: plan.length(),
+    segments: plan.segments(),
   };
-  const graph = buildCompleteGraph(config, weight);
-  const manifest: ShardManifest = { format: 1, modelKey: 'export', part: { kind: 'layers', range: { start: 0, end: config.numLayers } }, dtype: 'fp32', weightsLength: packed, segments };
   return { graph, manifest };
 }
 
@@ -109,7 +105,7 @@ export async function exportForTransformers(checkpointDir: string, outDir: strin
   await writeFile(path.join(outDir, 'onnx', 'model.onnx'), serializeModel(graph));
   const data = await open(path.join(outDir, 'onnx', EXPORT_DATA_FILE), 'w');
   try {
-    for await (const { segment, bytes } of shardWeightSegments(manifest, cp.source)) await data.write(bytes, 0, bytes.byteLength, segment.packedOffset);
+    for await (const { offset, bytes } of shardWeightChunks(manifest, cp.source)) await data.write(bytes, 0, bytes.byteLength, offset);
     await data.truncate(manifest.weightsLength);
   } finally {
     await data.close();

@@ -36,6 +36,7 @@ function standIn(start: number, end: number): ShardExecutor<FakeKv> {
   return {
     range: { start, end },
     device: 'stand-in',
+    weights: { format: 'fp32', blockSize: 0, accuracyLevel: 0 },
     weightsBytes: 0,
     kvOps,
     async run(step: ShardStep, kv: KvState<FakeKv>): Promise<Activations> {

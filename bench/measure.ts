@@ -17,6 +17,10 @@ import { spawnLocalPeers } from '../src/node/peer/local-peers.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { MeteredLink, newMeter, type LinkMeter } from './metered-link.ts';
 import { meshnetWeightOptions, type MeshnetWeights } from './meshnet-weights.ts';
+import { resolveWeightSpec, type AccuracyLevel, type WeightSpec } from '../src/core/model/quant/weight-format.ts';
+import { partWeightBytes } from '../src/core/model/shard-artifact.ts';
+import { meshModel } from '../src/node/mesh-model.ts';
+import type { LocalModel } from '../src/node/local-model.ts';
 import { type Generate, measureRequests, median, ownPeakRss, promptOf, type RequestTiming, timed } from './requests.ts';
 
 export type { RequestTiming } from './requests.ts';
@@ -47,6 +51,8 @@ interface CommonSpec {
   readonly longPrompt: number;
   /** meshnet's weight format (one process and pipelines; absent = fp32, the only one before `--weights`). */
   readonly weights?: MeshnetWeights;
+  /** MatMulNBits accuracy level for q8/q4 (absent: meshnet's default). */
+  readonly accuracyLevel?: AccuracyLevel;
 }
 
 export interface MeasureResult {
@@ -84,7 +90,22 @@ export interface MeasureResult {
   readonly devices?: readonly string[];
   /** Weight bytes one decode step reads, when the configuration's weights are not the checkpoint's fp32 (llama.cpp's GGUF types). */
   readonly weightBytesPerToken?: number;
+  /** meshnet: the weight format served (canonical spec) and its packed bytes per decoder layer, for the head's parts, and for the LM head alone. */
+  readonly packed?: { readonly weights: WeightSpec; readonly bytesPerLayer: number; readonly headBytes: number; readonly lmHeadBytes: number };
 }
+
+/** The weight spec `spec` asks for (as meshnetWeightOptions, plus its accuracy level) and its packed bytes: what the artifacts hold. */
+function packedOf(model: LocalModel, spec: CommonSpec): NonNullable<MeasureResult['packed']> {
+  const level = spec.accuracyLevel !== undefined ? { accuracyLevel: spec.accuracyLevel } : {};
+  const weights = resolveWeightSpec(model.checkpoint.config, 'fp32', { format: spec.weights ?? 'fp32', ...level });
+  const mesh = meshModel(model, 'bench', 'fp32', weights);
+  const lmHeadBytes = partWeightBytes(model.checkpoint.config, model.checkpoint.tensors, { kind: 'head' }, 'fp32', weights);
+  return { weights, bytesPerLayer: mesh.bytesPerLayer, headBytes: mesh.headBytes, lmHeadBytes };
+}
+
+/** The bytes a decode step reads in a compact format (its layers and LM head, packed); undefined for fp32 (the checkpoint's). */
+const packedPerToken = (packed: NonNullable<MeasureResult['packed']>, numLayers: number) =>
+  packed.weights.format === 'fp32' ? undefined : numLayers * packed.bytesPerLayer + packed.lmHeadBytes;
 
 /** Time each part of the one-process pipeline per decode token (one position per call). */
 function instrument(pipeline: LoadedPipeline): Record<string, number[]> {
@@ -119,7 +140,9 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
   const loadStart = performance.now();
   const model = await openLocalModel(spec.model);
   const { numLayers, vocabSize } = model.checkpoint.config;
-  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', threads: spec.threads, spinning: spec.spinning, ...meshnetWeightOptions(spec.weights) });
+  const packed = packedOf(model, spec);
+  const weightOptions = spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights };
+  const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', threads: spec.threads, spinning: spec.spinning, ...weightOptions });
   const loadMs = performance.now() - loadStart;
   const parts = instrument(pipeline);
   try {
@@ -129,7 +152,8 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
       });
     const runs = await measureRequests(generate, vocabSize, spec);
     const breakdownMs = Object.fromEntries(Object.entries(parts).map(([part, times]) => [part, median(times)]));
-    return { spec, loadMs, ...runs, breakdownMs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices };
+    const perToken = packedPerToken(packed, numLayers);
+    return { spec, loadMs, ...runs, breakdownMs, peakRssBytes: ownPeakRss(), peers: [], hops: [], devices: pipeline.devices, packed, ...(perToken !== undefined && { weightBytesPerToken: perToken }) };
   } finally {
     await pipeline.dispose();
   }
@@ -138,7 +162,8 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
 async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promise<MeasureResult> {
   const loadStart = performance.now();
   const model = await openLocalModel(spec.model);
-  const { vocabSize, hiddenSize } = model.checkpoint.config;
+  const { vocabSize, hiddenSize, numLayers } = model.checkpoint.config;
+  const packed = packedOf(model, spec);
   const meters = new Map<string, LinkMeter>();
   const links = new Map<string, MeteredLink>();
   const log = process.env.BENCH_VERBOSE ? (line: string) => process.stderr.write(`  ${line}\n`) : () => {};
@@ -153,7 +178,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     dtype: 'fp32',
     device: 'cpu',
     threads: spec.threads,
-    ...meshnetWeightOptions(spec.weights),
+    ...(spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights }),
     log,
     wrapLink: (link, peerId) => {
       const meter = newMeter();
@@ -194,7 +219,8 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
       ...perDecodeFrame(statsBefore.get(peerId), statsAfter.get(peerId)),
       pingMs: pings.get(peerId),
     }));
-    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops };
+    const perToken = packedPerToken(packed, numLayers);
+    return { spec, loadMs, ...runs, peakRssBytes: ownPeakRss(), peers: peerResults, hops, packed, ...(perToken !== undefined && { weightBytesPerToken: perToken }) };
   } finally {
     await head.close();
     await peers.close();

@@ -6,6 +6,23 @@ const MiB = 2 ** 20;
 const fixed = (x: number | undefined, digits = 1) => (x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits));
 const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : '—');
 
+/** One line per meshnet weight format (and accuracy level) with a one-process or 2-peer relay row. */
+function formatSummary(rows: readonly Row[]): { label: string; packedMiB?: number; one?: Row; peers?: Row }[] {
+  const out = new Map<string, { label: string; packedMiB?: number; one?: Row; peers?: Row }>();
+  for (const r of rows) {
+    const isOne = r.kind === 'one-process' && !r.spinning;
+    const isPeers = r.kind === 'pipeline' && r.label.startsWith('2 peers, relay') && !r.label.includes('RTT');
+    if (!isOne && !isPeers) continue;
+    const label = `${r.weights}${r.accuracyLevel !== undefined ? ` level ${r.accuracyLevel}` : ''}`;
+    const entry = out.get(label) ?? { label };
+    if (r.packedBytesPerLayer !== undefined) entry.packedMiB = r.packedBytesPerLayer / MiB;
+    if (isOne) entry.one = r;
+    else entry.peers = r;
+    out.set(label, entry);
+  }
+  return [...out.values()];
+}
+
 export function renderMarkdown(report: BenchReport): string {
   const lines: string[] = [];
   const bw = report.bandwidth;
@@ -69,6 +86,18 @@ export function renderMarkdown(report: BenchReport): string {
       for (const u of model.unavailable) lines.push(`- ${u.label}: ${u.reason}`);
       lines.push('');
     }
+    const formats = formatSummary(model.rows);
+    if (formats.length > 1) {
+      lines.push('meshnet by weight format (one process, and 2 peers over relay; q8/q4 at block 32, accuracy level 4 unless the row says otherwise):', '');
+      lines.push('| weights | packed MiB/layer | one process tok/s | × fp32 | TTFT 32 / ' + model.longPrompt + ' (ms) | peak RSS (MiB) | 2 peers tok/s | ÷ its one process | peers\' peak RSS (MiB) |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+      for (const f of formats) {
+        const peers = f.peers ? f.peers.peakRss.filter((p) => p.process !== 'head').map((p) => (p.bytes / MiB).toFixed(0)).join(' / ') : '—';
+        lines.push(
+          `| ${f.label} | ${fixed(f.packedMiB, 2)} | ${fixed(f.one?.decodeTokensPerSecond)} | ${fixed(f.one?.vsFp32, 2)}× | ${fixed(f.one?.ttftShortMs, 0)} / ${fixed(f.one?.ttftLongMs, 0)} | ${f.one ? (f.one.peakRss[0].bytes / MiB).toFixed(0) : '—'} | ${fixed(f.peers?.decodeTokensPerSecond)} | ${f.peers ? pct(f.peers.vsOneProcess) : '—'} | ${peers} |`,
+        );
+      }
+      lines.push('');
+    }
     lines.push(...againstLlamaCpp(model), '');
     lines.push('Where a decode token\'s time goes (median ms per token):', '');
     for (const r of model.rows) {
@@ -101,7 +130,8 @@ export function renderMarkdown(report: BenchReport): string {
     '- Added ms/hop/token: (pipeline ms/token − one-process ms/token) ÷ hops. It is the whole cost of splitting, per hop: frame encode/decode, socket, event loop, worker hand-offs, and the head\'s extra embedding/LM-head runs.',
     '- Hop decode ms: the head\'s mean request time per decode frame on each hop, the peer\'s compute included.',
     '- Activation bytes: whole frames (header + fp32 hidden state) per decode step per hop, head → peer and peer → head.',
-    '- Peak RSS: VmHWM of each peer process, maxRSS of the head/one process. Layer bytes are the fp32 weights of the process\'s layers.',
+    '- Peak RSS: VmHWM of each peer process, maxRSS of the head/one process. Layer bytes are the weights of the process\'s layers: fp32 from the checkpoint, or the packed bytes of the row\'s compact format (what its artifacts hold).',
+    '- Compact formats (`, fp16`, `, q8`, `, q4` rows): `--weights` with block 32 and meshnet\'s default accuracy level 4 (int8 activations inside MatMulNBits) unless the row says `level 0`. A pipeline\'s ÷ one process and added ms/hop are against the one process of its own format; × fp32 against the fp32 one process; same tokens against the one process of the same format.',
     '- Same tokens: the 32-token prompt\'s greedy tokens equal the one-process run\'s (transformers.js is run with min_new_tokens, which masks EOS, so it may differ once EOS would win).',
     '- Link delay (`--link-delay-ms N`): N ms of added round-trip time per frame, half before sending and half after the answer (head side).',
     '- llama.cpp rows: the same requests from the same token ids, greedy, each from an empty KV cache, in a process that loads node-llama-cpp and nothing of meshnet (its peak RSS is llama.cpp\'s + Node\'s + tsx\'s). Their "of bandwidth limit" uses the GGUF\'s bytes per token; "same tokens" against meshnet fp32 is expected only of F32 (the quantized types compute other logits; F16 KV may also flip a near tie). `npm run bench:llama-check` shows llama.cpp computes meshnet\'s logits on the F32 GGUFs (fp32 KV there).',

@@ -51,6 +51,10 @@ export interface Row {
   readonly kind: MeasureSpec['kind'];
   /** meshnet's weight format, or the llama.cpp GGUF type; fp32 for transformers.js. */
   readonly weights: MeshnetWeights | GgufWeights;
+  /** meshnet's MatMulNBits accuracy level when the row sets one (q8/q4; absent: the default). */
+  readonly accuracyLevel?: number;
+  /** meshnet: packed bytes of one decoder layer in the row's format. */
+  readonly packedBytesPerLayer?: number;
   readonly spinning: boolean;
   readonly meanDecodeTokensPerSecond: number;
   readonly fastestTokenMs: number;
@@ -64,8 +68,10 @@ export interface Row {
   readonly ttftShortMs: number;
   readonly ttftLongMs: number;
   readonly loadMs: number;
-  /** decode tokens/s ÷ one process's. */
+  /** decode tokens/s ÷ one process's (a pipeline: the one process in its own weight format). */
   readonly vsOneProcess: number;
+  /** decode tokens/s ÷ the fp32 one process's. */
+  readonly vsFp32: number;
   /** decode tokens/s ÷ transformers.js's with the same thread spinning (fp32 rows). */
   readonly vsTransformers: number;
   /** meshnet rows: decode tokens/s ÷ llama.cpp's on the counterpart GGUF type (fp32 ↔ F32, q8 ↔ Q8_0, q4 ↔ Q4_0). */
@@ -140,7 +146,8 @@ const weightsOf = (spec: MeasureSpec): MeshnetWeights | GgufWeights => (spec.kin
 
 export const rowLabel = (spec: MeasureSpec) => {
   if (spec.kind === 'llama-cpp') return `llama.cpp ${spec.ggufWeights}`;
-  const weights = spec.kind === 'transformers' || (spec.weights ?? 'fp32') === 'fp32' ? '' : `, ${spec.weights}`;
+  const level = spec.accuracyLevel !== undefined ? ` level ${spec.accuracyLevel}` : '';
+  const weights = spec.kind === 'transformers' || (spec.weights ?? 'fp32') === 'fp32' ? '' : `, ${spec.weights}${level}`;
   return spec.kind === 'pipeline'
     ? `${spec.peers} peers, ${spec.link}${spec.linkDelayMs ? `, +${spec.linkDelayMs} ms RTT` : ''}${weights}`
     : `${spec.kind === 'one-process' ? 'meshnet, one process' : 'transformers.js'}${spec.spinning ? ', spinning' : ''}${weights}`;
@@ -149,8 +156,13 @@ export const rowLabel = (spec: MeasureSpec) => {
 /** The one-process meshnet fp32 row with spinning off: every ratio's baseline. */
 const isBaseline = (r: MeasureResult) => r.spec.kind === 'one-process' && !r.spec.spinning && (r.spec.weights ?? 'fp32') === 'fp32';
 
+/** A row in this weight format and accuracy level (meshnet rows). */
+const sameWeights = (a: MeasureSpec, b: MeasureSpec) => weightsOf(a) === weightsOf(b) && a.accuracyLevel === b.accuracyLevel;
+
 function rows(model: ModelReport, limit: number): Row[] {
   const one = model.results.find(isBaseline);
+  // Pipelines and same tokens: against the one process in the same weight format.
+  const oneLike = (spec: MeasureSpec) => model.results.find((r) => r.spec.kind === 'one-process' && !r.spec.spinning && sameWeights(r.spec, spec));
   const llama = (weights: GgufWeights) => model.results.find((r) => r.spec.kind === 'llama-cpp' && r.spec.ggufWeights === weights);
   // Against transformers.js with the same thread spinning.
   const tjs = (spinning: boolean) => model.results.find((r) => r.spec.kind === 'transformers' && r.spec.spinning === spinning);
@@ -162,11 +174,17 @@ function rows(model: ModelReport, limit: number): Row[] {
     const decodeFrames = r.hops.reduce((s, h) => s + h.decodeFrames, 0);
     const weights = weightsOf(r.spec);
     const meshnet = r.spec.kind === 'one-process' || r.spec.kind === 'pipeline';
-    const counterpart = meshnet ? llama(LLAMA_CPP_COUNTERPART[weights as MeshnetWeights]) : undefined;
+    const counterpart = meshnet && r.spec.accuracyLevel === undefined ? llama(LLAMA_CPP_COUNTERPART[weights as MeshnetWeights]) : undefined;
+    const same = r.spec.kind === 'pipeline' ? oneLike(r.spec) : one;
+    // A peer's layer bytes: packed in the row's compact format (the artifacts'), else the checkpoint's fp32.
+    const compact = r.packed && weights !== 'fp32' ? r.packed : undefined;
+    const peerLayerBytes = (range: [number, number]) => (compact ? (range[1] - range[0]) * compact.bytesPerLayer : layerBytes(model, range));
     return {
       label: rowLabel(r.spec),
       kind: r.spec.kind,
       weights,
+      ...(r.spec.accuracyLevel !== undefined ? { accuracyLevel: r.spec.accuracyLevel } : {}),
+      ...(r.packed ? { packedBytesPerLayer: r.packed.bytesPerLayer } : {}),
       spinning: r.spec.spinning,
       meanDecodeTokensPerSecond: r.meanDecodeTokensPerSecond,
       fastestTokenMs: r.fastestTokenMs,
@@ -179,18 +197,19 @@ function rows(model: ModelReport, limit: number): Row[] {
       ttftShortMs: r.short.ttftMs,
       ttftLongMs: r.long.ttftMs,
       loadMs: r.loadMs,
-      vsOneProcess: one ? tps / one.decodeTokensPerSecond : NaN,
+      vsOneProcess: same ? tps / same.decodeTokensPerSecond : NaN,
+      vsFp32: one ? tps / one.decodeTokensPerSecond : NaN,
       vsTransformers: weights === 'fp32' && r.spec.kind !== 'llama-cpp' ? tps / (tjs(r.spec.spinning)?.decodeTokensPerSecond ?? NaN) : NaN,
       ...(counterpart ? { vsLlamaCpp: tps / counterpart.decodeTokensPerSecond } : {}),
       // Against the bandwidth limit of the bytes this configuration reads (a GGUF's, or the fp32 checkpoint's).
       fractionOfLimit: tps / (r.weightBytesPerToken ? (limit * fp32PerToken) / r.weightBytesPerToken : limit),
-      ...(r.spec.kind === 'pipeline' && one && hops > 0
+      ...(r.spec.kind === 'pipeline' && same && hops > 0
         ? {
-            addedMsPerHopPerToken: (1000 / tps - 1000 / one.decodeTokensPerSecond) / hops,
+            addedMsPerHopPerToken: (1000 / tps - 1000 / same.decodeTokensPerSecond) / hops,
             hopDecodeMs: r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0)),
-            hopOverheadMs: one.breakdownMs?.layers === undefined
+            hopOverheadMs: same.breakdownMs?.layers === undefined
               ? undefined
-              : r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0) - (one.breakdownMs!.layers * ((h.range?.[1] ?? 0) - (h.range?.[0] ?? 0))) / model.config.numLayers),
+              : r.hops.map((h) => (h.decodeFrames ? h.decodeMs / h.decodeFrames : 0) - (same.breakdownMs!.layers * ((h.range?.[1] ?? 0) - (h.range?.[0] ?? 0))) / model.config.numLayers),
             peerBusyMs: r.hops.map((h) => h.peerBusyMs),
             peerRunMs: r.hops.map((h) => h.peerRunMs),
             pingMs: r.hops.map((h) => h.pingMs),
@@ -201,10 +220,15 @@ function rows(model: ModelReport, limit: number): Row[] {
           }
         : {}),
       peakRss: [
-        { process: r.spec.kind === 'pipeline' ? 'head' : 'process', bytes: r.peakRssBytes, ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: r.spec.kind === 'llama-cpp' ? undefined : all }) },
-        ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? layerBytes(model, p.range) : undefined })),
+        {
+          process: r.spec.kind === 'pipeline' ? 'head' : 'process',
+          bytes: r.peakRssBytes,
+          ...(r.spec.kind === 'pipeline' ? {} : { layerBytes: r.spec.kind === 'llama-cpp' ? undefined : compact ? model.config.numLayers * compact.bytesPerLayer + compact.headBytes : all }),
+        },
+        ...r.peers.map((p) => ({ process: p.id, range: p.range, bytes: p.peakRssBytes, layerBytes: p.range ? peerLayerBytes(p.range) : undefined })),
       ],
-      sameTokens: one ? JSON.stringify(r.short.tokenIds) === JSON.stringify(one.short.tokenIds) : true,
+      // meshnet rows: the one process of the same format (a compact format's tokens may differ from fp32's).
+      sameTokens: (meshnet ? oneLike(r.spec) : one) ? JSON.stringify(r.short.tokenIds) === JSON.stringify((meshnet ? oneLike(r.spec) : one)!.short.tokenIds) : true,
     };
   });
 }
@@ -235,7 +259,7 @@ function targets(models: BenchReport['models']): Target[] {
   // Against llama.cpp on the same weights and threads (issue #12), one process, decode tokens/s.
   for (const [weights, minimum] of [['q4', 0.8], ['q8', 0.8]] as const) {
     const counterpart = LLAMA_CPP_COUNTERPART[weights];
-    const ours = smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights);
+    const ours = smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && r.accuracyLevel === undefined);
     const theirs = smol.rows.find((r) => r.kind === 'llama-cpp' && r.weights === counterpart);
     const why = (label: string) => smol.unavailable.find((u) => u.label === label)?.reason ?? 'not measured';
     const target = `${smol.name}: meshnet ${weights} ≥ ${minimum}× llama.cpp ${counterpart} (decode tokens/s, one process, same threads)`;
@@ -247,9 +271,31 @@ function targets(models: BenchReport['models']): Target[] {
       out.push({ target, measured: missing.join('; '), met: false });
     }
   }
+  // Compact weights (issue #12), meshnet's side: q4 speed in one process, q4 peers' memory.
+  const oneOf = (weights: string) => smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && r.accuracyLevel === undefined);
+  const fp32One = oneOf('fp32');
+  const q4One = oneOf('q4');
+  if (fp32One && q4One) {
+    const ratio = q4One.decodeTokensPerSecond / fp32One.decodeTokensPerSecond;
+    out.push({ target: `${smol.name}: q4 one-process decode tokens/s ≥ 3× fp32`, measured: `${ratio.toFixed(2)}× (${q4One.decodeTokensPerSecond.toFixed(1)} vs ${fp32One.decodeTokensPerSecond.toFixed(1)} tok/s)`, met: ratio >= 3 });
+  }
+  // A peer's RSS growth over the same peer holding (almost) nothing: the same 2-peer relay
+  // pipeline's peers serving stories260k (fp32, about 0.5 MiB of layers each).
+  const idle = models.find((m) => m.name === 'stories260k')?.rows.find((r) => r.kind === 'pipeline' && r.label === '2 peers, relay');
+  const q4Peers = smol.rows.find((r) => loopback(r) && r.weights === 'q4' && r.label.startsWith('2 peers, relay'));
+  if (idle && q4Peers) {
+    const peers = q4Peers.peakRss.filter((p) => p.layerBytes !== undefined && p.process !== 'head');
+    const growth = peers.map((p) => ({ ...p, growth: p.bytes - (idle.peakRss.find((b) => b.process === p.process)?.bytes ?? NaN) }));
+    out.push({
+      target: `${smol.name}, ${q4Peers.label}: each peer's peak RSS growth over the same peer serving stories260k ≤ 1.1 × its q4 layer bytes + 50 MiB`,
+      measured: growth.map((p) => `${p.process} [${p.range?.join(', ')}): +${(p.growth / MiB).toFixed(0)} MiB for ${(p.layerBytes! / MiB).toFixed(1)} MiB of q4 layers (limit ${((1.1 * p.layerBytes!) / MiB + 50).toFixed(0)})`).join('; '),
+      met: growth.length > 0 && growth.every((p) => p.growth <= 1.1 * p.layerBytes! + 50 * MiB),
+    });
+  }
   // Memory follows the layer share: a peer's peak RSS is its layers' weights plus a runtime
-  // baseline, not the whole model. Allowance: 1.5 × its layer bytes + 200 MiB.
-  for (const row of smol.rows.filter(loopback)) {
+  // baseline, not the whole model. Allowance: 1.5 × its layer bytes + 200 MiB (fp32 weights;
+  // the compact formats have the growth target above).
+  for (const row of smol.rows.filter((r) => loopback(r) && r.weights === 'fp32')) {
     const peers = row.peakRss.filter((p) => p.layerBytes !== undefined && p.process !== 'process');
     const ok = peers.every((p) => p.bytes <= 1.5 * p.layerBytes! + 200 * MiB);
     out.push({

@@ -81,7 +81,7 @@ async function measureBandwidth(): Promise<{ oneStream: number; allStreams: numb
   return { oneStream, allStreams: Math.max(allStreams, oneStream), streams };
 }
 
-function configurations(model: string, exportDir: string, longPrompt: number, ggufs: readonly CachedGguf[], llama: { dir: string; vocabSize: number; contextSize: number } | undefined): MeasureSpec[] {
+function configurations(model: string, exportDir: string, longPrompt: number, ggufs: readonly CachedGguf[], llama: { dir: string; vocabSize: number; contextSize: number } | undefined, compact: boolean): MeasureSpec[] {
   // Spinning off is meshnet's setting everywhere (peers share the cores); transformers.js
   // leaves onnxruntime's default (on). Both engines run both ways, so each ratio compares
   // like with like.
@@ -94,6 +94,12 @@ function configurations(model: string, exportDir: string, longPrompt: number, gg
     for (const [peers, link] of pipelines) specs.push({ ...common, kind: 'pipeline', peers, link, linkDelayMs });
   }
   specs.push({ ...common, kind: 'transformers', exportDir, spinning: true }, { ...common, kind: 'transformers', exportDir });
+  if (compact) {
+    // The compact formats' other rows (issue #12): q4 at the exact accuracy level in one
+    // process, and each format over 2 relay peers (their RSS against stories260k's fp32 peers).
+    if (meshnetWeights.available.includes('q4')) specs.push({ ...common, kind: 'one-process', weights: 'q4', accuracyLevel: 0 });
+    for (const weights of meshnetWeights.available) if (weights !== 'fp32') specs.push({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights });
+  }
   if (llama) {
     for (const gguf of ggufs) specs.push({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken });
   }
@@ -123,7 +129,7 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
   const llama = llamaCpp.ok ? { dir: llamaCpp.dir, vocabSize: config.vocabSize, contextSize } : undefined;
   // Rounds: every configuration once per round, so a burst of other work on a shared
   // machine hits one round of a configuration, not all of it. Each figure keeps its best round.
-  const specs = configurations(dir, exportDir, longPrompt, ggufs, llama);
+  const specs = configurations(dir, exportDir, longPrompt, ggufs, llama, name !== 'stories260k');
   const rounds: MeasureResult[][] = specs.map(() => []);
   const unavailable: UnavailableRow[] = meshnetWeights.unavailable.map((u) => ({ label: rowLabel({ kind: 'one-process', weights: u.weights } as MeasureSpec), reason: u.reason }));
   if (!llamaCpp.ok) for (const weights of LLAMA_CPP_TYPES) unavailable.push({ label: `llama.cpp ${weights}`, reason: `skipped: ${llamaCpp.reason}` });

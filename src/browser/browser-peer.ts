@@ -8,7 +8,7 @@ import * as ort from 'onnxruntime-web/webgpu';
 import { PeerEndpoint } from '../core/peer/peer-endpoint.ts';
 import { ShardPeer } from '../core/peer/shard-peer.ts';
 import type { AdapterInfo, ControlMessage } from '../shared/control.ts';
-import { PROTOCOL_VERSION } from '../shared/protocol.ts';
+import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../shared/protocol.ts';
 import { openBrowserSocket } from './browser-socket.ts';
 import { fetchShardLoader } from './fetch-loader.ts';
 
@@ -121,6 +121,8 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
     executionProvider: device === 'wasm' ? 'wasm' : 'webgpu',
     memoryBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
     peerId: options.peerId ?? `browser-${crypto.randomUUID().slice(0, 8)}`,
+    // onnxruntime-web 1.30 runs MatMulNBits (4 and 8 bits, with or without zero points) on wasm and WebGPU.
+    weightFormats: WIRE_WEIGHT_FORMATS,
     ...(options.joinToken ? { joinToken: options.joinToken } : {}),
     ...(adapter ? { adapter } : {}),
   });

@@ -4,7 +4,7 @@
  * onnxruntime-web (WebGPU, else wasm) with the KV kept on the GPU.
  */
 import { parseShardManifest } from '../core/model/manifest-parse.ts';
-import type { ShardLoader } from '../core/peer/shard-peer.ts';
+import { checkAssignedWeights, type ShardLoader } from '../core/peer/shard-peer.ts';
 import { createShardExecutor } from '../core/runtime/ort-loader.ts';
 import type { ShardExecutor } from '../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../shared/control.ts';
@@ -54,6 +54,7 @@ export function fetchShardLoader(options: FetchLoaderOptions): ShardLoader {
       if (manifest.modelKey !== assign.modelKey || manifest.dtype !== assign.dtype || part.kind !== 'layers' || part.range.start !== assign.range.start || part.range.end !== assign.range.end) {
         throw new Error(`the head sent the artifact of another part (${JSON.stringify(part)}, ${manifest.dtype}) for layers [${assign.range.start}, ${assign.range.end}) in ${assign.dtype}`);
       }
+      checkAssignedWeights(assign, manifest.weights, 'the head\'s artifact');
       const graph = await download(file('graph.onnx'), headers, (r, t) => options.onProgress?.('graph.onnx', r, t));
       const weights = await download(file('weights.bin'), headers, (r, t) => options.onProgress?.('weights.bin', r, t));
       const loader = browserLoaderOptions({ device: options.device, wasmPaths: new URL('/ort/', options.origin).href, threads: globalThis.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1 });

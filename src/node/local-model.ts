@@ -6,6 +6,7 @@ import path from 'node:path';
 import { openCheckpoint, type Checkpoint } from '../core/model/checkpoint.ts';
 import { modelKey } from '../core/model/model-key.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import { asWeightSpec, type WeightFormat, type WeightSpec } from '../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../core/model/tokenizer.ts';
 import type { LayerRange } from '../core/model/types.ts';
 import { KvStore } from '../core/runtime/kv-store.ts';
@@ -38,6 +39,8 @@ export interface PipelineOptions {
   readonly ranges: readonly LayerRange[];
   readonly device: string;
   readonly dtype: ActivationDtype;
+  /** Weight format: a spec or a format name (default: the float format of `dtype`; q4 for AWQ/GPTQ). */
+  readonly weights?: WeightSpec | WeightFormat;
   readonly threads?: number;
   /** Let idle onnxruntime threads spin (see NodeRuntimeOptions.spinning). */
   readonly spinning?: boolean;
@@ -61,16 +64,17 @@ export interface LoadedPipeline extends LocalPipeline {
 
 export async function loadLocalPipeline(model: LocalModel, options: PipelineOptions): Promise<LoadedPipeline> {
   const { checkpoint, key } = model;
+  const weights = asWeightSpec(checkpoint.config, options.dtype, options.weights);
   const loader = { ...(options.loader ?? (await nodeLoaderOptions(options))), ...(options.kvMode && { kvMode: options.kvMode }) };
   // Every session owns its thread pool: spinning pools of idle sessions (embedding, LM
   // head) would steal the cores the working one needs. Only the layer sessions spin.
   const headLoader = options.loader ?? (options.spinning ? await nodeLoaderOptions({ ...options, spinning: false }) : loader);
-  const embedding = await getShardArtifact(checkpoint, key, { kind: 'embedding' }, options.dtype);
-  const headArtifact = await getShardArtifact(checkpoint, key, { kind: 'head' }, options.dtype);
+  const embedding = await getShardArtifact(checkpoint, key, { kind: 'embedding' }, options.dtype, weights);
+  const headArtifact = await getShardArtifact(checkpoint, key, { kind: 'head' }, options.dtype, weights);
   const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, headLoader);
   const stages: PipelineStage[] = [];
   for (const range of options.ranges) {
-    const { artifact } = await getShardArtifact(checkpoint, key, { kind: 'layers', range }, options.dtype);
+    const { artifact } = await getShardArtifact(checkpoint, key, { kind: 'layers', range }, options.dtype, weights);
     const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
     stages.push({ executor, kv: new KvStore(executor.kvOps, Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }

@@ -3,7 +3,7 @@
  * in-process tests): artifacts from the local cache, weights read by offset.
  */
 import type { AssignMessage } from '../shared/control.ts';
-import type { ShardLoader } from '../core/peer/shard-peer.ts';
+import { assignedWeights, type ShardLoader } from '../core/peer/shard-peer.ts';
 import { loadShardExecutor } from '../core/runtime/ort-loader.ts';
 import type { ShardExecutor } from '../core/runtime/shard-executor.ts';
 import { getShardArtifact } from './artifact-cache.ts';
@@ -14,7 +14,7 @@ export function localShardLoader(model: LocalModel, runtime: Omit<NodeRuntimeOpt
   return {
     async load(assign: AssignMessage): Promise<ShardExecutor> {
       if (assign.modelKey !== model.key) throw new Error(`this peer holds model ${model.key}, not ${assign.modelKey}`);
-      const { artifact } = await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range: assign.range }, assign.dtype);
+      const { artifact } = await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range: assign.range }, assign.dtype, assignedWeights(assign));
       const loader = await nodeLoaderOptions({ ...runtime, dtype: assign.dtype });
       return loadShardExecutor(model.checkpoint.config, artifact, model.checkpoint.source, loader) as Promise<ShardExecutor>;
     },

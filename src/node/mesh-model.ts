@@ -1,8 +1,9 @@
-/** The Mesh's description of a locally opened model: what peers are told in `assign`. */
+/** The Mesh's description of a locally opened model: what peers are told in `assign`, and what the planner budgets. */
 import type { ShardConfigSummary } from '../shared/control.ts';
 import type { WireDtype } from '../shared/protocol.ts';
-import { partName } from '../core/model/shard-artifact.ts';
-import { bytesPerLayer, type MeshModel } from '../core/route/mesh.ts';
+import type { WeightSpec } from '../core/model/quant/weight-format.ts';
+import { partName, partWeightBytes } from '../core/model/shard-artifact.ts';
+import type { MeshModel } from '../core/route/mesh.ts';
 import type { LocalModel } from './local-model.ts';
 
 export function configSummary(model: LocalModel): ShardConfigSummary {
@@ -18,14 +19,21 @@ export function configSummary(model: LocalModel): ShardConfigSummary {
   };
 }
 
-/** `name` is what clients call the model (folder name, Hub id or 'demo'). */
-export function meshModel(model: LocalModel, name: string, dtype: WireDtype): MeshModel {
+/**
+ * `name` is what clients call the model (folder name, Hub id or 'demo'). Layer and head bytes
+ * are the packed weights of the chosen format, as the artifacts will hold them.
+ */
+export function meshModel(model: LocalModel, name: string, dtype: WireDtype, weights: WeightSpec): MeshModel & { headBytes: number } {
+  const { config, tensors } = model.checkpoint;
+  const bytes = (part: Parameters<typeof partWeightBytes>[2]) => partWeightBytes(config, tensors, part, dtype, weights);
   return {
     modelKey: model.key,
     name,
     config: configSummary(model),
     dtype,
-    bytesPerLayer: bytesPerLayer({ ...configSummary(model), intermediateSize: model.checkpoint.config.intermediateSize }, dtype),
-    artifactUrl: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype)}`,
+    weights,
+    bytesPerLayer: bytes({ kind: 'layers', range: { start: 0, end: 1 } }),
+    headBytes: bytes({ kind: 'embedding' }) + bytes({ kind: 'head' }),
+    artifactUrl: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype, weights)}`,
   };
 }

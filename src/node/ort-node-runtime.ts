@@ -7,7 +7,10 @@ import { providersFor, type DeviceTable } from '../core/runtime/devices.ts';
 import type { OrtModule } from '../core/runtime/ort-session.ts';
 import type { OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { ActivationDtype } from '../core/model/shard-graph.ts';
-import { shardWeightsFolder } from './artifact-cache.ts';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { WEIGHTS_FILE } from '../core/model/shard-artifact.ts';
+import { cachedArtifactDirectory } from './artifact-cache.ts';
 import { probeProvider } from './provider-probe.ts';
 
 /** `auto` tries CUDA, then WebGPU (Dawn; software Vulkan works too), then the CPU. */
@@ -96,7 +99,11 @@ export function describeProviders(device: string, provider: string, skipped: rea
 /** Loader options for a device: which module, providers and session settings. */
 export async function nodeLoaderOptions(options: NodeRuntimeOptions): Promise<NodeLoaderOptions> {
   let providers = providersFor(NODE_DEVICES, options.device);
-  if (options.device === 'wasm') return { ort: await webModule(), providers, skipped: [] };
+  if (options.device === 'wasm') {
+    // The same cached weights.bin, as bytes: onnxruntime-web takes external data from memory.
+    const weights = async (artifact: Parameters<typeof cachedArtifactDirectory>[0]) => new Uint8Array(await readFile(path.join(cachedArtifactDirectory(artifact), WEIGHTS_FILE)));
+    return { ort: await webModule(), providers, skipped: [], weights };
+  }
   let skipped: SkippedProvider[] = [];
   if (options.device === 'auto') ({ providers, skipped } = await autoProviders(options.dtype));
   ortNode.env.logLevel = ortLogLevel();
@@ -107,7 +114,8 @@ export async function nodeLoaderOptions(options: NodeRuntimeOptions): Promise<No
     intraOpThreads: options.threads,
     kvOnGpu: true,
     // Weights from a file, not from memory: see PackedWeights (src/core/runtime/ort-session.ts).
-    weightsFolder: (artifact, source) => shardWeightsFolder(artifact, source),
+    weightsFromFolder: true,
+    weights: async (artifact) => ({ folder: cachedArtifactDirectory(artifact) }),
     extra: options.spinning ? {} : { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
   };
 }

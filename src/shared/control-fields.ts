@@ -5,7 +5,7 @@
  * `control message 'hello': field 'adapter.vendor' must be a string (got number)`.
  */
 import { ProtocolError } from './protocol-error.ts';
-import { MAX_LAYER_INDEX, isSessionId, type LayerRange, type ProtocolVersion } from './protocol.ts';
+import { MAX_LAYER_INDEX, WIRE_WEIGHT_FORMATS, isSessionId, type LayerRange, type ProtocolVersion, type WireWeights } from './protocol.ts';
 
 /** Longest string field accepted unless a reader says otherwise. */
 export const MAX_FIELD_CHARS = 2048;
@@ -109,6 +109,36 @@ export class FieldReader {
   version(field: string): ProtocolVersion {
     const fields = this.object(field);
     return { major: fields.integer('major', 0, 255), minor: fields.integer('minor', 0, 255) };
+  }
+
+  /**
+   * A weight format `{ format, blockSize, accuracyLevel }`: q8/q4 with a power-of-two block
+   * size in [16, 256] and accuracy level 0 or 4; fp32/fp16 with both 0.
+   */
+  weights(field: string): WireWeights {
+    const w = this.object(field);
+    const format = w.oneOf('format', WIRE_WEIGHT_FORMATS);
+    const blockSize = w.integer('blockSize', 0, 256);
+    const accuracyLevel = w.integer('accuracyLevel', 0, 4);
+    const quantized = format === 'q8' || format === 'q4';
+    if (quantized && !(blockSize >= 16 && (blockSize & (blockSize - 1)) === 0)) w.fail('blockSize', 'a power of two in [16, 256] for q8/q4');
+    if (quantized && accuracyLevel !== 0 && accuracyLevel !== 4) w.fail('accuracyLevel', '0 or 4');
+    if (!quantized && (blockSize !== 0 || accuracyLevel !== 0)) w.fail(blockSize !== 0 ? 'blockSize' : 'accuracyLevel', `0 for ${format}`);
+    return { format, blockSize, accuracyLevel: accuracyLevel as 0 | 4 };
+  }
+
+  /** An array of at most `maxItems` entries, each read by `read` (given a reader of the array). */
+  list<T>(field: string, read: (item: { oneOf<V extends string>(values: readonly V[]): V }) => T, maxItems: number): T[] {
+    const value = this.source[field];
+    if (!Array.isArray(value) || value.length > maxItems) this.fail(field, `an array of at most ${maxItems} entries`);
+    return (value as unknown[]).map((entry, i) =>
+      read({
+        oneOf: <V extends string>(values: readonly V[]): V => {
+          if (typeof entry !== 'string' || !(values as readonly string[]).includes(entry)) this.fail(`${field}[${i}]`, `one of ${values.map((v) => `'${v}'`).join(', ')}`, entry);
+          return entry as V;
+        },
+      }),
+    );
   }
 
   /** Reads `field` with `read` when present; undefined when absent. */

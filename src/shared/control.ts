@@ -9,7 +9,7 @@
  */
 import { FieldReader, isPlainObject } from './control-fields.ts';
 import { ProtocolError } from './protocol-error.ts';
-import { isErrorCode, type ErrorCode, type LayerRange, type ProtocolVersion, type WireDtype } from './protocol.ts';
+import { isErrorCode, WIRE_WEIGHT_FORMATS, type ErrorCode, type LayerRange, type ProtocolVersion, type WireDtype, type WireWeightFormat, type WireWeights } from './protocol.ts';
 
 /** Longest control message text accepted, in UTF-16 code units. */
 export const MAX_CONTROL_MESSAGE_CHARS = 64 * 1024;
@@ -52,6 +52,8 @@ export interface HelloMessage extends Correlated {
   readonly listenUrl?: string;
   readonly peerId: string;
   readonly adapter?: AdapterInfo;
+  /** Weight formats this peer's runtime can serve (2.1). Absent (a 2.0 peer): only the float format equal to the activation dtype. */
+  readonly weightFormats?: readonly WireWeightFormat[];
 }
 /** Head → peer: the hello was accepted under `peerId`. */
 export interface WelcomeMessage extends Correlated {
@@ -66,6 +68,8 @@ export interface AssignMessage extends Correlated {
   readonly model: string;
   readonly range: LayerRange; // [start, end), end ≤ config.numLayers
   readonly dtype: WireDtype;
+  /** The weight format to serve (2.1; absent from a 2.0 head: the float format equal to `dtype`). A peer that cannot serve it refuses with `unsupported_weights`. */
+  readonly weights?: WireWeights;
   /** Where to fetch the shard artifact: absolute URL or a path on the head's origin. */
   readonly artifactUrl: string;
   readonly config: ShardConfigSummary;
@@ -77,6 +81,8 @@ export interface ReadyMessage extends Correlated {
   readonly range: LayerRange;
   readonly loadMs: number;
   readonly device: string;
+  /** The weight format loaded (2.1). */
+  readonly weights?: WireWeights;
 }
 /**
  * Head → peer: free every KV entry of `sessionId`; answered by `released`. With `keepPrefix`
@@ -216,6 +222,7 @@ const readers: Record<ControlKind, Reader> = {
       const architecture = a.string('architecture', { allowEmpty: true, maxChars: 256 });
       return { vendor, architecture, isFallbackAdapter: a.boolean('isFallbackAdapter') };
     }),
+    weightFormats: r.optional('weightFormats', (f) => r.list(f, (item) => item.oneOf(WIRE_WEIGHT_FORMATS), 8)),
   }),
   welcome: (r) => ({ peerId: r.string('peerId', { pattern: PEER_ID }), protocol: r.version('protocol') }),
   assign: (r) => {
@@ -235,13 +242,15 @@ const readers: Record<ControlKind, Reader> = {
     }
     const dtype = r.oneOf('dtype', ['fp32', 'fp16'] as const);
     const modelKey = r.string('modelKey', { maxChars: 256 });
-    return { modelKey, model: r.string('model', { maxChars: 512 }), range, dtype, artifactUrl: r.string('artifactUrl'), config };
+    const weights = r.optional('weights', (f) => r.weights(f));
+    return { modelKey, model: r.string('model', { maxChars: 512 }), range, dtype, weights, artifactUrl: r.string('artifactUrl'), config };
   },
   ready: (r) => ({
     modelKey: r.string('modelKey', { maxChars: 256 }),
     range: r.range('range'),
     loadMs: r.number('loadMs'),
     device: r.string('device', { maxChars: 64 }),
+    weights: r.optional('weights', (f) => r.weights(f)),
   }),
   release: (r) => ({
     sessionId: r.sessionId('sessionId'),

@@ -47,6 +47,8 @@ const peer = shape({
   runtime: oneOf('node', 'browser', 'head'),
   executionProvider: isString,
   layers: arrayOf(range),
+  'weights?': isString,
+  'weightBytes?': isNumber,
   memoryBudgetBytes: isNumber,
   kvBytes: isNumber,
   kvEntries: isNumber,
@@ -75,7 +77,7 @@ const session = shape({
 });
 const totals = shape({ requests: isNumber, errors: isNumber, tokensOut: isNumber, tokensPerSecond: isNumber });
 const state = shape({
-  model: shape({ id: isString, numLayers: isNumber, dtype: oneOf('fp32', 'fp16') }),
+  model: shape({ id: isString, numLayers: isNumber, dtype: oneOf('fp32', 'fp16'), 'weights?': isString }),
   peers: arrayOf(peer),
   route,
   sessions: arrayOf(session),

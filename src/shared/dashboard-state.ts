@@ -21,6 +21,8 @@ export interface ModelView {
   readonly id: string;
   readonly numLayers: number;
   readonly dtype: WireDtype;
+  /** The weight format every range is served in (canonical name, e.g. `q4-b32-acc4`). */
+  readonly weights?: string;
 }
 
 export type PeerRuntime = 'node' | 'browser' | 'head';
@@ -42,6 +44,10 @@ export interface PeerView {
   /** The device the executor runs on, when the peer reported it at `ready`. */
   readonly device?: string;
   readonly layers: readonly LayerRange[]; // loaded ranges, each [start, end)
+  /** The weight format of its loaded ranges (canonical name), once it loaded one. */
+  readonly weights?: string;
+  /** Packed weight bytes of its loaded ranges in that format. */
+  readonly weightBytes?: number;
   readonly memoryBudgetBytes: number;
   readonly kvBytes: number;
   readonly kvEntries: number;

@@ -22,6 +22,12 @@ export const PROTOCOL_VERSION = { major: 3, minor: 0 } as const;
  *   (HMAC-SHA256 over both nonces and the peer id), in which the peer proves it too. Error
  *   code `peer_id_taken`: a hello under an id whose holder still answers a ping; the id
  *   `head` is reserved. Major, because a 1.0 head and a 2.0 peer cannot form a direct link.
+ * - 2.1: weight formats (#12): `hello.weightFormats` lists the formats a peer can serve;
+ *   `assign.weights` says which one (format, block size, accuracy level) and `ready.weights`
+ *   echoes what was loaded; a peer refuses an assignment it cannot honour with
+ *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
+ *   2.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
+ *   the activation dtype, which is what 2.0 served.
  * - 3.0 (issue 17): batched activation frames, kinds 4 (batch) and 5 (batch-result): an
  *   entry table (session id, start position, token count, status, body length per entry;
  *   core/frames/batch-frame-codec.ts) after the common header; `release.keepPrefix` keeps a
@@ -60,6 +66,7 @@ export const ERROR_CODES = {
   route_unavailable: 'no peer (or head) can serve a layer range the route needs',
   unknown_kind: 'a control message or frame kind the receiver does not know',
   peer_id_taken: 'another connected peer holds this peer id (and still answers a ping); the id head is reserved',
+  unsupported_weights: 'the peer cannot serve the weight format it was assigned (or the artifact holds another one)',
 } as const satisfies Record<string, string>;
 
 /** A wire error code: one of the keys of `ERROR_CODES`. */
@@ -101,3 +108,17 @@ export const ARTIFACT_TOKEN_HEADER = 'x-meshnet-token';
 
 /** Activation element types on the wire (same names as core's `ActivationDtype`). */
 export type WireDtype = 'fp32' | 'fp16';
+
+/** Weight formats on the wire (same names as core's `WeightFormat`). */
+export type WireWeightFormat = 'fp32' | 'fp16' | 'q8' | 'q4';
+export const WIRE_WEIGHT_FORMATS: readonly WireWeightFormat[] = ['fp32', 'fp16', 'q8', 'q4'];
+
+/**
+ * A weight format with its block size (a power of two ≥ 16 for q8/q4, 0 for fp32/fp16) and
+ * MatMulNBits accuracy level (0 or 4 for q8/q4, 0 for fp32/fp16). Same shape as core's `WeightSpec`.
+ */
+export interface WireWeights {
+  readonly format: WireWeightFormat;
+  readonly blockSize: number;
+  readonly accuracyLevel: 0 | 4;
+}

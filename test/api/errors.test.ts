@@ -277,7 +277,7 @@ describe('operations endpoints', () => {
     const response = await specFetch(`${guarded.head.url}api/state`, { headers: auth });
     expect(response.status).toBe(200);
     const state = await response.json();
-    expect(state.model).toEqual({ id: model, numLayers: 5, dtype: 'fp32' });
+    expect(state.model).toEqual({ id: model, numLayers: 5, dtype: 'fp32', weights: 'fp32' });
     expect(state.peers.map((p: { id: string }) => p.id)).toEqual(['head']);
     expect(state.route.hops).toEqual([{ peerId: 'head', range: { start: 0, end: 5 } }]);
     expect(state.finished.length).toBeGreaterThan(0);

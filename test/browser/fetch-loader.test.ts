@@ -4,6 +4,7 @@
  * another dtype — as the Node peer's loader does. (A matching artifact loads in every browser
  * test: test/e2e tabs fetch theirs through this loader.)
  */
+import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 import { H3 } from 'h3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { fetchShardLoader } from '../../src/browser/fetch-loader.ts';
@@ -23,7 +24,7 @@ afterAll(() => root.remove());
 it('refuses an artifact whose dtype or range differs from the assignment', async () => {
   const model = await openLocalModel(STORIES_DIR);
   const app = new H3();
-  mountArtifactRoutes(app, model, 'token');
+  mountArtifactRoutes(app, model, { dtype: 'fp32', weights: weightSpec('fp32') }, 'token');
   const server = await startServer(app, { port: 0, host: '127.0.0.1' });
   try {
     const loader = fetchShardLoader({ origin: new URL(server.url).origin, joinToken: 'token', device: 'wasm' });

@@ -35,8 +35,8 @@ describe('meshnet generate', () => {
 
     const [modelKey] = await readdir(path.join(root.dir, 'home', 'artifacts'));
     const parts = (await readdir(path.join(root.dir, 'home', 'artifacts', modelKey))).sort();
-    expect(parts).toEqual(['embedding-fp32', 'head-fp32', 'layers-0-2-fp32', 'layers-2-4-fp32', 'layers-4-5-fp32']);
-    expect((await readdir(path.join(root.dir, 'home', 'artifacts', modelKey, 'layers-0-2-fp32'))).sort()).toEqual(['graph.onnx', 'manifest.json', 'weights.bin']);
+    expect(parts).toEqual(['embedding-fp32-fp32', 'head-fp32-fp32', 'layers-0-2-fp32-fp32', 'layers-2-4-fp32-fp32', 'layers-4-5-fp32-fp32']);
+    expect((await readdir(path.join(root.dir, 'home', 'artifacts', modelKey, 'layers-0-2-fp32-fp32'))).sort()).toEqual(['graph.onnx', 'manifest.json', 'weights.bin']);
 
     const second = await runCli(args, env);
     expect(JSON.parse(second.stdout).token_ids).toEqual(STORIES_GOLDEN);

@@ -80,6 +80,46 @@ test('a route of Node peer + browser tab + Node peer gives the one-process token
   }
 });
 
+// Compact weights in the browser: MatMulNBits on onnxruntime-web. Accuracy level 0, so every
+// runtime on the route computes over the same dequantized weights (CPU's level 4 would
+// quantize activations where the tab's WebGPU and wasm do not).
+const Q4_EXACT = { format: 'q4', blockSize: 32, accuracyLevel: 0 } as const;
+
+test('q4: a route of Node peer + browser tab on WebGPU + Node peer gives the one-process q4 tokens', async ({ page }) => {
+  const serving = await startStoriesHead({ weights: Q4_EXACT });
+  const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
+  try {
+    await waitForPeers(serving, 2);
+    await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=local-1b');
+    await waitForPeers(serving, 3);
+    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+    const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 24, temperature: 0 });
+    expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 24, ['--weights', 'q4', '--accuracy-level', '0']).text);
+    expect(serving.store.state.finished[0].hops.map((h) => h.peerId)).toEqual(['local-1', 'local-1b', 'local-2']);
+    await expect(page.locator('#provider')).toHaveText('webgpu');
+    const tab = serving.head.mesh.peers.find((p) => p.id === 'local-1b')!;
+    expect(tab.weights).toEqual(Q4_EXACT);
+    expect(serving.store.state.peers.find((p) => p.id === 'local-1b')?.weights).toBe('q4-b32-acc0');
+  } finally {
+    await serving.close();
+    await peers.close();
+  }
+});
+
+test('q8: a tab on wasm serves every layer and gives the one-process q8 tokens', async ({ page }) => {
+  const serving = await startStoriesHead({ weights: { format: 'q8', accuracyLevel: 0 } });
+  try {
+    await joinTab(page, serving, 'autojoin=1&device=wasm');
+    await expect(page.locator('#state')).toHaveText('connected');
+    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+    const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 24, temperature: 0 });
+    expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 24, ['--weights', 'q8', '--accuracy-level', '0']).text);
+    await expect(page.locator('#layers')).toHaveText('[0, 5)');
+  } finally {
+    await serving.close();
+  }
+});
+
 test('closing the tab mid-stream: the stream completes with the same tokens, served by a replacement', async ({ page }) => {
   const serving = await startStoriesHead();
   const peers = spawnLocalPeers({ count: 1, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });

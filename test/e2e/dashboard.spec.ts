@@ -106,6 +106,8 @@ test('shows the route, peers and a live session through to its outcome; a killed
   await expect(page.getByTestId('connection')).toHaveText('live');
   await expect(page.locator('table.peers tr[data-peer-id="local-1"]')).toHaveAttribute('data-status', 'ready');
   await expect(page.locator('table.peers tr[data-peer-id="local-2"]')).toHaveAttribute('data-status', 'ready');
+  // Each peer's weight format and the packed bytes of its layers.
+  await expect(page.locator('table.peers tr[data-peer-id="local-1"] [data-testid="peer-weights"]')).toContainText('fp32 · ');
   const hops = page.locator('svg.route g.hop');
   await expect(hops).toHaveCount(2);
   // The split of the five layers is the planner's: the picture shows the head's route.

@@ -31,9 +31,10 @@ export function startStoriesHead(overrides: Partial<ServeOptions> = {}): Promise
   });
 }
 
-/** Greedy ids and text of one Node process (`meshnet generate`) for the given prompt ids. */
-export function oneProcessGreedy(promptIds: number[], maxTokens: number): { token_ids: number[]; text: string } {
-  const result = spawnSync(process.execPath, [BIN, 'generate', '--model', STORIES_DIR, '--prompt-ids', promptIds.join(','), '--max-tokens', String(maxTokens), '--temperature', '0', '--device', 'cpu', '--json'], {
+/** Greedy ids and text of one Node process (`meshnet generate`, with `extra` flags such as `--weights q4`) for the given prompt ids. */
+export function oneProcessGreedy(promptIds: number[], maxTokens: number, extra: string[] = []): { token_ids: number[]; text: string } {
+  const args = [BIN, 'generate', '--model', STORIES_DIR, '--prompt-ids', promptIds.join(','), '--max-tokens', String(maxTokens), '--temperature', '0', '--device', 'cpu', '--json', ...extra];
+  const result = spawnSync(process.execPath, args, {
     encoding: 'utf8',
     env: process.env,
   });

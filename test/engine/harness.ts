@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Checkpoint } from '../../src/core/model/checkpoint.ts';
 import type { ActivationDtype } from '../../src/core/model/shard-graph.ts';
+import type { WeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../src/core/model/types.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
 import { loadLocalPipeline, openLocalModel, type LoadedPipeline, type LocalModel } from '../../src/node/local-model.ts';
@@ -56,8 +57,8 @@ export async function referenceWeights(checkpoint: Checkpoint): Promise<Referenc
   };
 }
 
-export function pipeline(model: LocalModel, ranges: LayerRange[], device = 'cpu', dtype: ActivationDtype = 'fp32'): Promise<LoadedPipeline> {
-  return loadLocalPipeline(model, { ranges, device, dtype, threads: 1 });
+export function pipeline(model: LocalModel, ranges: LayerRange[], device = 'cpu', dtype: ActivationDtype = 'fp32', weights?: WeightSpec): Promise<LoadedPipeline> {
+  return loadLocalPipeline(model, { ranges, device, dtype, weights, threads: 1 });
 }
 
 /**

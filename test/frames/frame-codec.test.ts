@@ -1,3 +1,4 @@
+import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import { describe, expect, it } from 'vitest';
 import { assertFiniteActivations, decodeFrame, encodeFrame, type ActivationFrame } from '../../src/core/frames/index.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
@@ -261,7 +262,7 @@ describe('decodeFrame fuzz: only ProtocolError, never anything else', () => {
       if (random() < 0.2) bytes = bytes.slice(0, int(bytes.length + 1));
       if (random() < 0.1) bytes = Uint8Array.from([...bytes, ...Array.from({ length: 1 + int(8) }, () => int(256))]);
       const result = decodeOrRefuse(bytes);
-      if (result && bytes[FRAME_OFFSETS.versionMinor] === 0) {
+      if (result && bytes[FRAME_OFFSETS.versionMinor] === PROTOCOL_VERSION.minor) {
         decoded++;
         expect(encodeFrame(result)).toEqual(bytes);
       }

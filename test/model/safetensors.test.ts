@@ -54,7 +54,7 @@ describe('parseSafetensorsHeader', () => {
     ['invalid JSON', () => refusal(rawFile('{"a": ', 0)), /not valid JSON/],
     ['JSON not an object', () => refusal(rawFile('[1, 2]', 0)), /not a JSON object/],
     ['entry not an object', () => refusal(rawFile({ a: 3 }, 0)), /'a': header entry is not an object/],
-    ['unknown dtype', () => refusal(rawFile({ a: { ...ok, dtype: 'I64' } }, 16)), /unsupported dtype "I64" \(supported: F32, F16, BF16\)/],
+    ['unknown dtype', () => refusal(rawFile({ a: { ...ok, dtype: 'I64' } }, 16)), /unsupported dtype "I64" \(supported: F32, F16, BF16, I32\)/],
     ['shape not integers', () => refusal(rawFile({ a: { ...ok, shape: [2, -1] } }, 16)), /shape \[2,-1\] is not an array of non-negative integers/],
     ['shape not an array', () => refusal(rawFile({ a: { ...ok, shape: '2x2' } }, 16)), /shape "2x2" is not an array/],
     ['data_offsets malformed', () => refusal(rawFile({ a: { ...ok, data_offsets: [0] } }, 16)), /data_offsets \[0\] is not \[begin, end\]/],
@@ -107,7 +107,7 @@ describe('writeSafetensors', () => {
     const tensors = parse(bytes);
     const read = (name: string) => {
       const t = tensors.get(name)!;
-      return toFloat32(bytes.subarray(t.offset, t.offset + t.length), t.dtype);
+      return toFloat32(bytes.subarray(t.offset, t.offset + t.length), t.dtype as 'F32');
     };
     expect(tensors.get('a')?.shape).toEqual([2, 3]);
     expect(Array.from(read('a'))).toEqual(Array.from(a));

@@ -14,6 +14,8 @@ import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
 /** Tensor source: Hugging Face tensor names, row-major float32, `[out, in]` for linear weights. */
 export interface ReferenceWeights {
   get(name: string): Float32Array;
+  /** Whether `name` is there (lets a tied model's LM head differ from its embedding, e.g. each quantized in its own layout). */
+  has?(name: string): boolean;
 }
 
 /**
@@ -98,7 +100,7 @@ export function referenceLayers(
 export function referenceHead(config: ModelConfig, weights: ReferenceWeights, hidden: Float32Array): Float32Array {
   const { hiddenSize, vocabSize } = config;
   const normed = rmsNorm(hidden, tensor(weights, 'model.norm.weight', hiddenSize), config.rmsNormEps);
-  const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  const headName = config.tieWordEmbeddings && !weights.has?.('lm_head.weight') ? 'model.embed_tokens.weight' : 'lm_head.weight';
   return linear(normed, tensor(weights, headName, vocabSize * hiddenSize), vocabSize); // [vocab]
 }
 

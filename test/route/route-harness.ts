@@ -20,6 +20,9 @@ import { meshModel } from '../../src/node/mesh-model.ts';
 import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
 import { generateLocal } from '../../src/core/route/local-pipeline.ts';
 import { pipeline, STORIES_DIR } from '../engine/harness.ts';
+import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
+
+const FP32 = weightSpec('fp32');
 
 export interface StoriesContext {
   readonly model: LocalModel;
@@ -30,8 +33,8 @@ export interface StoriesContext {
 export async function openStories(): Promise<StoriesContext> {
   const model = await openLocalModel(STORIES_DIR);
   const loader = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
-  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, 'fp32');
-  const head = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, 'fp32');
+  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, 'fp32', FP32);
+  const head = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, 'fp32', FP32);
   return {
     model,
     head: await loadHeadRunner(model.checkpoint.config, embedding.artifact, head.artifact, model.checkpoint.source, loader),
@@ -129,7 +132,7 @@ export function inProcessMesh(
   options: Partial<MeshOptions> = {},
   prefixBudgetBytes = 0,
 ): TestMesh {
-  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none', ...options });
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none', ...options });
   const peers = new Map<string, EvictableShardPeer>();
   const links = new Map<string, PeerLink>();
   for (let i = 1; i <= n; i++) {

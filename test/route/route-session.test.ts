@@ -10,6 +10,9 @@ import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { CountingLink, FaultyPeer, GateLink } from './peer-doubles.ts';
 import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
+import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
+
+const FP32 = weightSpec('fp32');
 
 let root: { dir: string; remove: () => Promise<void> };
 let ctx: StoriesContext;
@@ -155,10 +158,10 @@ describe('memory budget', () => {
     const { InProcessLink } = await import('../../src/core/runtime/in-process-link.ts');
     const { meshModel } = await import('../../src/node/mesh-model.ts');
     const { createPeer, CountingProvider } = await import('./route-harness.ts');
-    const { artifact } = await getShardArtifact(ctx.model.checkpoint, ctx.model.key, { kind: 'layers', range: { start: 0, end: 5 } }, 'fp32');
+    const { artifact } = await getShardArtifact(ctx.model.checkpoint, ctx.model.key, { kind: 'layers', range: { start: 0, end: 5 } }, 'fp32', FP32);
     const kvPerPosition = 5 * 2 * 4 * 8 * 4; // layers × (key, value) × kv heads × head dim × fp32
     const peer = createPeer(ctx, artifact.manifest.weightsLength + 40 * kvPerPosition);
-    const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32'), { headLayers: 'none' });
+    const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none' });
     mesh.addPeer({ id: 'small', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(peer) });
     const provider = new CountingProvider(mesh);
     const a = openSession(ctx, provider, greedy());

@@ -260,7 +260,7 @@ describe('the open list stays open', () => {
   });
 
   it('artifacts skip the API key but keep their own join-token check (header only, never ?token=)', async () => {
-    const artifact = `/artifacts/${serving.head.model.key}/layers-0-1-fp32/manifest.json`;
+    const artifact = `/artifacts/${serving.head.model.key}/layers-0-1-fp32-fp32/manifest.json`;
     expect((await send(artifact, { headers: { 'x-meshnet-token': JOIN_TOKEN } })).status).toBe(200);
     for (const response of [await send(artifact), await send(`${artifact}?token=${JOIN_TOKEN}`), await send(artifact, { headers: { 'x-meshnet-token': 'wrong' } })]) {
       expect(response.status).toBe(401);

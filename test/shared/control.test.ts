@@ -213,7 +213,7 @@ describe('protocol constants', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(
       [
         'bad_frame', 'cache_miss', 'cancelled', 'internal', 'nan_activations', 'not_ready', 'protocol_error',
-        'route_unavailable', 'unauthorized', 'unknown_kind', 'unknown_session', 'version_mismatch', 'wrong_payload_size', 'peer_id_taken',
+        'route_unavailable', 'unauthorized', 'unknown_kind', 'unknown_session', 'unsupported_weights', 'version_mismatch', 'wrong_payload_size', 'peer_id_taken',
       ].sort(),
     );
     expect(isErrorCode('cache_miss')).toBe(true);
@@ -223,6 +223,7 @@ describe('protocol constants', () => {
   it('same major is compatible, any minor', () => {
     expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 0 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
+    expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 0 })).toBe(false);
     expect(isCompatibleVersion({ major: 4, minor: 0 })).toBe(false);
   });

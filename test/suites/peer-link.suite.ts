@@ -17,6 +17,9 @@ import { ProtocolError } from '../../src/shared/protocol-error.ts';
 import { openLocalModel, type LocalModel } from '../../src/node/local-model.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
 import { STORIES_DIR } from '../engine/harness.ts';
+import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
+
+const FP32 = weightSpec('fp32');
 
 export interface PeerLinkFixture {
   /** The head's end: what a Route Session would be given. */
@@ -32,8 +35,8 @@ export const SUITE_RANGE = { start: 0, end: 2 } as const;
 
 /** The `assign` a Mesh would send for `range` of stories260k (same fields as Mesh.load). */
 export function storiesAssign(model: LocalModel, range: { start: number; end: number } = SUITE_RANGE): AssignMessage {
-  const m = meshModel(model, 'stories260k', 'fp32');
-  return { kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.dtype, artifactUrl: m.artifactUrl(range), config: m.config };
+  const m = meshModel(model, 'stories260k', 'fp32', FP32);
+  return { kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.dtype, weights: m.weights, artifactUrl: m.artifactUrl(range), config: m.config };
 }
 
 /** Deterministic finite activations, distinct per `seed`. */

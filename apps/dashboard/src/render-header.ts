@@ -18,7 +18,7 @@ export function renderHeader(state: MeshState, status: StreamStatus, now: number
       { class: 'title' },
       h('h1', {}, 'meshnet'),
       h('span', { class: 'model mono' }, state.model.id || '—'),
-      h('span', { class: 'muted' }, `${state.model.numLayers} layers · ${state.model.dtype}${state.headStartedAt > 0 ? ` · head up ${age(state.headStartedAt, now)}` : ''}`),
+      h('span', { class: 'muted' }, `${state.model.numLayers} layers · ${state.model.dtype}${state.model.weights && state.model.weights !== state.model.dtype ? ` · ${state.model.weights} weights` : ''}${state.headStartedAt > 0 ? ` · head up ${age(state.headStartedAt, now)}` : ''}`),
       h('span', { class: `badge conn conn-${status}`, 'data-testid': 'connection' }, status),
       h('nav', { class: 'nav' }, h('a', { href: '/dashboard', 'aria-current': 'page' }, 'Dashboard'), h('a', { href: '/dashboard/chat', 'data-testid': 'chat-link' }, 'Chat')),
     ),

@@ -21,7 +21,12 @@ function peerRow(peer: PeerView, now: number): HTMLElement {
     { 'data-peer-id': peer.id, 'data-status': peer.status, class: gone ? 'gone' : undefined },
     h('td', { class: 'peer-id' }, h('span', { class: 'chip', style: `background:${peerColor(peer.id)}` }), peer.id),
     h('td', {}, `${peer.runtime} · ${peer.device && peer.device !== peer.executionProvider ? `${peer.executionProvider} (${peer.device})` : peer.executionProvider}`),
-    h('td', { class: 'mono' }, peer.layers.length > 0 ? peer.layers.map(layers).join(' ') : '—'),
+    h(
+      'td',
+      { class: 'mono', 'data-testid': 'peer-layers' },
+      peer.layers.length > 0 ? peer.layers.map(layers).join(' ') : '—',
+      peer.weights ? h('span', { class: 'muted', 'data-testid': 'peer-weights' }, ` ${peer.weights}${peer.weightBytes !== undefined ? ` · ${bytes(peer.weightBytes)}` : ''}`) : undefined,
+    ),
     h(
       'td',
       {},

@@ -6,6 +6,7 @@
  */
 import type { ByteSource } from './byte-source.ts';
 import { requiredTensors } from './architectures.ts';
+import { checkPrequantizedLinear } from './quant/prequantized-plan.ts';
 import { CheckpointError } from './checkpoint-error.ts';
 import { parseModelConfig } from './config.ts';
 import { toFloat32 } from './dtype.ts';
@@ -37,7 +38,7 @@ export interface Checkpoint {
   readonly weightsFile: string;
   /** The raw little-endian bytes of one tensor (only that range is read). */
   readTensorBytes(name: string): Promise<Uint8Array>;
-  /** One tensor decoded to float32, row-major in its safetensors shape. */
+  /** One float tensor decoded to float32, row-major in its safetensors shape (I32 tensors are refused). */
   readTensor(name: string): Promise<Float32Array>;
 }
 
@@ -55,9 +56,16 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
 
   const { weightsFile, tensors, files } = await readWeights(source);
   for (const required of requiredTensors(config)) {
+    // A pre-quantized (AWQ/GPTQ) linear stores qweight/qzeros/scales instead of `.weight`.
+    const base = required.name.endsWith('.weight') && required.shape.length === 2 ? required.name.slice(0, -'.weight'.length) : undefined;
+    if (config.quantization && base !== undefined && !tensors.has(required.name) && tensors.has(`${base}.qweight`)) {
+      checkPrequantizedLinear(config, tensors, base, required.shape, weightsFile);
+      continue;
+    }
     const location = tensors.get(required.name);
     if (location === undefined) {
-      throw new CheckpointError(weightsFile, `tensor '${required.name}' (shape [${required.shape.join(', ')}]) is missing`);
+      const alternative = config.quantization && base !== undefined ? `, nor its ${config.quantization.method} tensors '${base}.qweight', '.qzeros', '.scales'` : '';
+      throw new CheckpointError(weightsFile, `tensor '${required.name}' (shape [${required.shape.join(', ')}]) is missing${alternative}`);
     }
     if (!sameShape(location.shape, required.shape)) {
       throw new CheckpointError(
@@ -65,6 +73,7 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
         `tensor '${required.name}' has shape [${location.shape.join(', ')}], expected [${required.shape.join(', ')}] for ${config.architecture}`,
       );
     }
+    if (location.dtype === 'I32') throw new CheckpointError(location.file, `tensor '${required.name}' is I32, expected a float tensor (F32, F16 or BF16)`);
   }
 
   const locate = (name: string): TensorLocation => {
@@ -87,7 +96,11 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
     files,
     weightsFile,
     readTensorBytes,
-    readTensor: async (name) => toFloat32(await readTensorBytes(name), locate(name).dtype),
+    readTensor: async (name) => {
+      const { dtype, file } = locate(name);
+      if (dtype === 'I32') throw new CheckpointError(file, `tensor '${name}' is I32, not a float tensor`);
+      return toFloat32(await readTensorBytes(name), dtype);
+    },
   };
 }
 

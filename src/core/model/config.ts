@@ -5,6 +5,7 @@
  */
 import { findArchitecture, SUPPORTED_ARCHITECTURES, type ArchitectureSpec } from './architectures.ts';
 import { CheckpointError } from './checkpoint-error.ts';
+import { parseQuantizationConfig } from './quant/quant-config.ts';
 import type { ModelConfig, RopeConfig } from './types.ts';
 
 type Json = Record<string, unknown>;
@@ -110,6 +111,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const eosTokenIds = [...new Set([...fields.tokenIds('eos_token_id'), ...(generation?.tokenIds('eos_token_id') ?? [])])];
   const bosTokenId = fields.optionalTokenId('bos_token_id') ?? generation?.optionalTokenId('bos_token_id');
   const slidingWindow = slidingWindowOf(fields, spec, numLayers);
+  const quantization = parseQuantizationConfig(file, fields.json);
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
 
   return {
@@ -131,6 +133,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
     ...(bosTokenId !== undefined ? { bosTokenId } : {}),
     ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
     eosTokenIds,
+    ...(quantization ? { quantization } : {}),
   };
 }
 

@@ -2,7 +2,7 @@
  * Float conversions for the checkpoint dtypes (F32, F16, BF16). All byte data is
  * little-endian, as safetensors stores it; inputs may start at any byte offset.
  */
-import type { TensorDtype } from './types.ts';
+import type { FloatDtype, TensorDtype } from './types.ts';
 
 const scratchF32 = new Float32Array(1);
 const scratchU32 = new Uint32Array(scratchF32.buffer);
@@ -11,7 +11,13 @@ const hostIsLittleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** Bytes per element of a dtype. */
 export function dtypeItemSize(dtype: TensorDtype): number {
-  return dtype === 'F32' ? 4 : 2;
+  return dtype === 'F32' || dtype === 'I32' ? 4 : 2;
+}
+
+/** Narrows a checkpoint dtype to a float one, or throws naming `what`. */
+export function floatDtype(dtype: TensorDtype, what: string): FloatDtype {
+  if (dtype === 'I32') throw new RangeError(`${what} is I32, not a float tensor`);
+  return dtype;
 }
 
 /** IEEE half-precision bits (0..0xffff) to a number. Handles subnormals, ±0, ±inf, NaN. */
@@ -78,7 +84,7 @@ export function f32ToBf16Bits(value: number): number {
  * Decodes little-endian tensor bytes of `dtype` into a new Float32Array (never a view of
  * `bytes`). `bytes` may start at any offset; its length must be a multiple of the item size.
  */
-export function toFloat32(bytes: Uint8Array, dtype: TensorDtype): Float32Array {
+export function toFloat32(bytes: Uint8Array, dtype: FloatDtype): Float32Array {
   const itemSize = dtypeItemSize(dtype);
   if (bytes.byteLength % itemSize !== 0) {
     throw new RangeError(`toFloat32: ${bytes.byteLength} bytes is not a multiple of ${itemSize} (${dtype})`);
@@ -102,7 +108,7 @@ export function toFloat32(bytes: Uint8Array, dtype: TensorDtype): Float32Array {
 }
 
 /** Encodes numbers as little-endian bytes of `dtype` (rounding to nearest even for F16/BF16). */
-export function fromFloat32(values: ArrayLike<number>, dtype: TensorDtype): Uint8Array {
+export function fromFloat32(values: ArrayLike<number>, dtype: FloatDtype): Uint8Array {
   const itemSize = dtypeItemSize(dtype);
   const out = new Uint8Array(values.length * itemSize);
   const view = new DataView(out.buffer);

@@ -12,28 +12,28 @@
  * preallocated capacity, or exactly the length when the KV grows step by step). Positions
  * are past .. past+seq-1 per entry, so one graph serves prefill (past 0), decode (seq 1),
  * a suffix on a reused prefix, and a batch of sessions each at its own length (seq equal
- * across the batch). GroupQueryAttention reads each entry's first `past_lengths[b]`
- * positions (its seqlens_k); `new.*` are the K (after rotary) and V of the fed positions
- * alone, so a pool writes just those into its buffers and never fetches the whole cache
- * (onnxruntime's JS API copies every fetched output); `present.*` is the past followed by
- * the new positions, which a runtime keeping KV on the GPU binds back as the next past.
- * Norms are (Skip)SimplifiedLayerNormalization; linear layers are Gemm with transB = 1
- * over Hugging Face's [out, in] weights, so weights can be referenced in place inside
- * .safetensors files.
+ * across the batch). Attention is onnxruntime's GroupQueryAttention (com.microsoft) with a
+ * separate RotaryEmbedding; it reads each entry's first `past_lengths[b]` positions (its
+ * seqlens_k); `new.*` are the K (after rotary) and V of the fed positions alone, so a pool
+ * writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
+ * API copies every fetched output); `present.*` is the past followed by the new positions,
+ * which a runtime keeping KV on the GPU binds back as the next past.
+ * Norms are (Skip)SimplifiedLayerNormalization; linear layers are Gemm with transB = 1 over
+ * Hugging Face's [out, in] weights, or MatMulNBits over block-quantized ones
+ * (onnx/linear-ops.ts), as the weight format says.
  */
 import { GraphBuilder } from './onnx/graph-builder.ts';
+import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
+import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
 
 export type { ActivationDtype } from './activations.ts';
-
-/** Resolves a Hugging Face tensor name to an initializer in the activation dtype. */
-export type WeightResolver = (name: string) => Initializer;
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
 export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
@@ -61,7 +61,7 @@ export function buildShardGraph(
   config: ModelConfig,
   range: LayerRange,
   dtype: ActivationDtype,
-  weight: WeightResolver,
+  weights: GraphWeights,
 ): OnnxGraph {
   if (!(range.start >= 0 && range.end <= config.numLayers && range.start < range.end)) {
     throw new RangeError(`layer range [${range.start}, ${range.end}) is not inside [0, ${config.numLayers})`);
@@ -88,9 +88,13 @@ export function buildShardGraph(
   const pastColumn = g.op1('Unsqueeze', [g.op1('Cast', [pastLengths], { to: OnnxType.INT64 }), g.int64([1])]); // [B, 1]
   const positionIds = g.op1('Add', [pastColumn, g.op1('Unsqueeze', [offsets, g.int64([0])])]); // [B, seq]
 
-  const residual = g.op1('Reshape', [input, g.int64([-1, H])]); // [B*seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weight, { residual, positionIds, seqlensK, totalScalar, rows, newKv: true });
-  g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
+  // MatMulNBits takes [B, seq, K] as it comes, so quantized layers keep the batch axes
+  // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].
+  const batched = weights.batchedLinears;
+  const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [B, seq, H] or [B*seq, H]
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true });
+  if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
+  else g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, ['batch', 'sequence', H]);
   for (let l = range.start; l < range.end; l++) {
     g.output(newKeyName(l), t, ['batch', 'sequence', numKvHeads * D]);
@@ -103,8 +107,10 @@ export function buildShardGraph(
 
 /** What the decoder layers read besides weights: the residual stream and sequence bookkeeping. */
 export interface DecoderSequence {
-  /** The residual stream, 2-D [B*seq, H] so Gemm can read Hugging Face's [out, in] weights. */
+  /** The residual stream: 2-D [B*seq, H] so Gemm can read Hugging Face's [out, in] weights, or [B, seq, H] when `batched`. */
   readonly residual: string;
+  /** The residual stream keeps its batch axes: every linear is MatMulNBits (`GraphWeights.batchedLinears`). */
+  readonly batched?: boolean;
   readonly positionIds: string; // [B, seq] int64
   readonly seqlensK: string; // [B] int32: each entry's total length - 1 (GroupQueryAttention)
   readonly totalScalar: string; // [] int32: the longest entry's total length
@@ -124,22 +130,27 @@ export function appendDecoderLayers(
   config: ModelConfig,
   range: LayerRange,
   dtype: ActivationDtype,
-  weight: WeightResolver,
+  weights: GraphWeights,
   sequence: DecoderSequence,
 ): string {
   const { numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
-  const use = (name: string) => g.initializer(weight(name));
+  const use = (name: string) => g.initializer(weights.tensor(name));
   const positions = rotaryPositions(config);
   const caches = ropeCaches(config.rope, D, positions);
   const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
   const sin = g.initializer(floatInitializer('rotary_sin', [positions, D / 2], caches.sin, dtype));
 
-  const linear = (x: string, w: string, b?: string) =>
-    g.op1('Gemm', b ? [x, use(w), use(b)] : [x, use(w)], { transB: 1 });
+  const batchedStream = sequence.batched === true;
+  const linear = (x: string, w: string, b?: string) => {
+    const weight = weights.linear(w);
+    if (batchedStream && weight.kind !== 'nbits') throw new Error(`linear '${w}' is float in a batched (MatMulNBits) stream`);
+    return emitLinear(g, x, weight, b ? use(b) : undefined);
+  };
   const headNorm = (x: string, heads: number, w: string) => {
     const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
     const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });
-    return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
+    if (!batchedStream) return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
+    return g.op1('Reshape', [normed, sequence.rows ? g.op1('Concat', [sequence.rows, g.int64([heads * D])], { axis: 0 }) : g.int64([1, -1, heads * D])]);
   };
 
   let residual = sequence.residual;
@@ -154,18 +165,32 @@ export function appendDecoderLayers(
       [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, use(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
     }
 
-    let q = linear(normed, names.qProj, names.qBias);
-    let k = linear(normed, names.kProj, names.kBias);
-    const v = linear(normed, names.vProj, names.vBias);
+    // Quantized: q, k and v as one MatMulNBits (rows stacked), then split (fewer, larger ops).
+    const qkv = batchedStream ? weights.linearGroup([names.qProj, names.kProj, names.vProj], [names.qBias, names.kBias, names.vBias]) : undefined;
+    let q: string;
+    let k: string;
+    let v: string;
+    if (qkv) {
+      const stacked = emitLinear(g, normed, qkv.weight, qkv.bias ? g.initializer(qkv.bias) : undefined);
+      [q, k, v] = g.op('Split', [stacked, g.int64(qkv.sizes)], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
+    } else {
+      q = linear(normed, names.qProj, names.qBias);
+      k = linear(normed, names.kProj, names.kBias);
+      v = linear(normed, names.vProj, names.vBias);
+    }
     if (names.qNorm && names.kNorm) {
       q = headNorm(q, numHeads, names.qNorm);
       k = headNorm(k, numKvHeads, names.kNorm);
     }
-    // [B*seq, n*D] → [B, seq, n*D]
+    // [B*seq, n*D] → [B, seq, n*D] (a batched stream is already so)
     const batched = (x: string, heads: number, output?: string) =>
-      rows === undefined
-        ? g.op1('Unsqueeze', [x, g.int64([0])], {}, { output })
-        : g.op1('Reshape', [x, g.op1('Concat', [rows, g.int64([heads * D])], { axis: 0 })], {}, { output });
+      batchedStream
+        ? output === undefined
+          ? x
+          : g.op1('Identity', [x], {}, { output })
+        : rows === undefined
+          ? g.op1('Unsqueeze', [x, g.int64([0])], {}, { output })
+          : g.op1('Reshape', [x, g.op1('Concat', [rows, g.int64([heads * D])], { axis: 0 })], {}, { output });
     // Rotary as its own op: GroupQueryAttention's built-in rotary needs headDim % 16 == 0.
     const rotary = (x: string, heads: number, output?: string) =>
       g.op1('RotaryEmbedding', [batched(x, heads), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft', output });
@@ -177,13 +202,17 @@ export function appendDecoderLayers(
       { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) } },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
+    const attnOut = linear(batchedStream ? attention : g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
 
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
-    const gate = linear(postNormed, names.gateProj);
+    const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
+    let gate: string;
+    let up: string;
+    if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
+    else [gate, up] = [linear(postNormed, names.gateProj), linear(postNormed, names.upProj)];
     const silu = g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
-    pending = linear(g.op1('Mul', [silu, linear(postNormed, names.upProj)]), names.downProj);
+    pending = linear(g.op1('Mul', [silu, up]), names.downProj);
   }
   return g.op1('Add', [pending!, residual]);
 }

@@ -1,12 +1,17 @@
 /** Shared model types: the normalized config and where each tensor lives on disk. */
 
+import type { PrequantizedConfig } from './quant/quant-config.ts';
+
 /** Half-open layer range: layers `start, start+1, …, end-1`. */
 export interface LayerRange {
   readonly start: number;
   readonly end: number; // exclusive
 }
 
-export type TensorDtype = 'F32' | 'F16' | 'BF16';
+/** Checkpoint tensor dtypes: floats, and I32 for the packed integers of AWQ/GPTQ checkpoints. */
+export type TensorDtype = 'F32' | 'F16' | 'BF16' | 'I32';
+/** The float subset: what weights, norms and embeddings may be stored as. */
+export type FloatDtype = Exclude<TensorDtype, 'I32'>;
 
 /** Rotary position embedding parameters after `rope_scaling` is resolved. */
 export interface RopeConfig {
@@ -48,6 +53,8 @@ export interface ModelConfig {
   readonly maxNewTokens?: number;
   /** End-of-sequence ids (config.json and generation_config.json merged). */
   readonly eosTokenIds: readonly number[];
+  /** Present when the checkpoint comes pre-quantized (AWQ / GPTQ `quantization_config`). */
+  readonly quantization?: PrequantizedConfig;
 }
 
 /** One tensor inside one safetensors file, located by absolute byte offset in that file. */

@@ -9,6 +9,8 @@ import { errorToControlMessage } from '../../shared/control-errors.ts';
 import type { AssignMessage, ControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { decodeBatchFrame, encodeBatchFrame, isBatchFrame, type BatchEntry, type BatchFrame } from '../frames/batch-frame-codec.ts';
+import { WIRE_WEIGHT_FORMATS, type WireWeightFormat, type WireWeights } from '../../shared/protocol.ts';
+import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
 import { assertFiniteActivations } from '../frames/finite-activations.ts';
 import type { LayerRange } from '../model/types.ts';
@@ -18,9 +20,25 @@ import { PrefixStore } from '../runtime/prefix-store.ts';
 import { CacheMissError, type Activations, type ShardExecutor, type ShardStep } from '../runtime/shard-executor.ts';
 import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 
-/** Loads the executor for an assigned range (from the head over HTTP, or a local checkpoint). */
+/**
+ * Loads the executor for an assigned range (from the head over HTTP, or a local checkpoint)
+ * in the assigned weight format; an artifact in another format is refused (`unsupported_weights`).
+ */
 export interface ShardLoader {
   load(assign: AssignMessage): Promise<ShardExecutor>;
+}
+
+/** The weight format an assignment asks for: `assign.weights`, or (a 2.0 head) the float format equal to its dtype. */
+export function assignedWeights(assign: AssignMessage): WireWeights {
+  return assign.weights ?? { format: assign.dtype, blockSize: 0, accuracyLevel: 0 };
+}
+
+/** Refuses (ProtocolError 'unsupported_weights') an artifact whose weight format is not the assigned one. */
+export function checkAssignedWeights(assign: AssignMessage, loaded: WireWeights, what: string): void {
+  const wanted = assignedWeights(assign);
+  if (!sameWeightSpec(wanted, loaded)) {
+    throw new ProtocolError('unsupported_weights', `${what} holds weights ${weightSpecName(loaded)}, the assignment says ${weightSpecName(wanted)}: refusing to serve another format`);
+  }
 }
 
 export type { FrameReply, ShardService } from '../runtime/shard-service.ts';
@@ -33,6 +51,8 @@ export interface ShardPeerOptions {
   readonly onServed?: (frame: ActivationFrame, ms: number) => void;
   /** Memory for prefix entries (finished sessions' KV kept for reuse), apart from the budget above; 0 or absent: none kept. */
   readonly prefixBudgetBytes?: number;
+  /** Weight formats this peer serves (what its hello announces); default: all of them. */
+  readonly weightFormats?: readonly WireWeightFormat[];
 }
 
 /** A range as one number (start and end are u16 on the wire): no string per frame. */
@@ -107,7 +127,8 @@ export class ShardPeer implements ShardService {
         case 'assign': {
           const started = Date.now();
           const executor = await this.ensureRange(message);
-          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Date.now() - started, device: executor.device };
+          const { format, blockSize, accuracyLevel } = executor.weights;
+          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Date.now() - started, device: executor.device, weights: { format, blockSize, accuracyLevel } };
         }
         case 'release': {
           let keptPrefixes: number | undefined;
@@ -169,9 +190,17 @@ export class ShardPeer implements ShardService {
   }
 
   private async ensureRange(assign: AssignMessage): Promise<ShardExecutor> {
+    const wanted = assignedWeights(assign);
+    const formats = this.options.weightFormats ?? WIRE_WEIGHT_FORMATS;
+    if (!formats.includes(wanted.format)) {
+      throw new ProtocolError('unsupported_weights', `this peer serves weights ${formats.join(', ')}, not ${weightSpecName(wanted)}`);
+    }
     const key = rangeKey(assign.range);
     const ready = this.executors.get(key);
-    if (ready) return ready;
+    if (ready) {
+      checkAssignedWeights(assign, ready.weights, `layers [${assign.range.start}, ${assign.range.end}) on this peer`);
+      return ready;
+    }
     let pending = this.loading.get(key);
     if (!pending) {
       pending = this.options.loader.load(assign);
@@ -179,6 +208,12 @@ export class ShardPeer implements ShardService {
     }
     try {
       const executor = await pending;
+      try {
+        checkAssignedWeights(assign, executor.weights, `the loaded shard of layers [${assign.range.start}, ${assign.range.end})`);
+      } catch (error) {
+        await executor.dispose();
+        throw error;
+      }
       this.executors.set(key, executor);
       this.store ??= new KvStore(executor.kvOps as never, this.kvBudget());
       this.store.setBudget(this.kvBudget());

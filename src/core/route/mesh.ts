@@ -9,7 +9,8 @@
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import type { WireDtype } from '../../shared/protocol.ts';
+import type { WireDtype, WireWeightFormat, WireWeights } from '../../shared/protocol.ts';
+import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -29,7 +30,12 @@ export interface MeshModel {
   readonly name: string;
   readonly config: ShardConfigSummary;
   readonly dtype: WireDtype;
+  /** The weight format every range is served in. */
+  readonly weights: WireWeights;
+  /** Packed weight bytes of one decoder layer in that format (what the planner budgets). */
   readonly bytesPerLayer: number;
+  /** Packed weight bytes of the embedding and LM head the head holds (taken from its budget first). */
+  readonly headBytes?: number;
   /** Where a peer fetches the artifact of a range (a path on the head's origin or a URL). */
   artifactUrl(range: LayerRange): string;
 }
@@ -55,12 +61,16 @@ export interface MeshPeerInit {
   /** The link frames travel on (direct when the peer listens, else relay). */
   readonly link: PeerLink;
   readonly listenUrl?: string;
+  /** Formats the peer announced it can serve (absent: a 2.0 peer, only the float format equal to the dtype). */
+  readonly weightFormats?: readonly WireWeightFormat[];
 }
 
 export interface MeshPeer extends MeshPeerInit {
   readonly joinedAt: number;
   readonly ranges: LayerRange[]; // loaded and ready
   device?: string;
+  /** The weight format its ranges were loaded in (from `ready`; a 2.0 peer: the model's float format). */
+  weights?: WireWeights;
   /** Set while the peer is quarantined (not routed). */
   quarantine?: QuarantineState;
 }
@@ -255,6 +265,7 @@ export class Mesh implements RouteProvider {
       model: this.model.name,
       range,
       dtype: this.model.dtype,
+      weights: this.model.weights,
       artifactUrl: this.model.artifactUrl(range),
       config: this.model.config,
     };
@@ -262,11 +273,21 @@ export class Mesh implements RouteProvider {
     const deadline = new AbortController();
     const cancel = this.clock.setTimeout(() => deadline.abort(new RouteUnavailableError(`peer ${peer.id} did not answer 'ready' for layers ${rangeText(range)} within ${timeoutMs} ms`)), timeoutMs);
     try {
-      const answer = await peer.link.control(assign, deadline.signal);
+      const answer = await peer.link.control(assign, deadline.signal).catch((error: unknown) => {
+        // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
+        if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
+          throw new RouteUnavailableError(`peer ${peer.id} refused layers ${rangeText(range)} in ${weightSpecName(this.model.weights)}: [${error.code}] ${error.message}`);
+        }
+        throw error;
+      });
       if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
+      if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
+        throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
+      }
       if (this.members.get(peer.id) !== peer) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
       peer.ranges.push(range);
       peer.device = answer.device;
+      peer.weights = answer.weights ?? this.model.weights;
       this.latencyMap(peer).set(key(range), new HopLatency()); // a newly loaded range: its first frame has no deadline
       this.changed();
     } catch (error) {
@@ -327,7 +348,7 @@ export class Mesh implements RouteProvider {
   }
 
   private planModel() {
-    return { numLayers: this.model.config.numLayers, bytesPerLayer: this.model.bytesPerLayer };
+    return { numLayers: this.model.config.numLayers, bytesPerLayer: this.model.bytesPerLayer, headBytes: this.model.headBytes };
   }
 
   private planOptions(ignoreQuarantine = false): PlanOptions {
@@ -341,9 +362,15 @@ export class Mesh implements RouteProvider {
     return { headLayers, headBudgetBytes: headBudgetBytes ?? head.memoryBudgetBytes };
   }
 
+  /** Whether `peer` announced the model's weight format (a 2.0 peer serves only the float format equal to the dtype). */
+  servesFormat(peer: MeshPeerInit): boolean {
+    const formats = peer.weightFormats ?? [this.model.dtype];
+    return formats.includes(this.model.weights.format);
+  }
+
   private peerInfos(ignoreQuarantine = false): PeerInfo[] {
     return this.peers
-      .filter((p) => p.id !== HEAD_PEER_ID)
+      .filter((p) => p.id !== HEAD_PEER_ID && this.servesFormat(p))
       .map((p) => ({ id: p.id, memoryBudgetBytes: p.memoryBudgetBytes, runtime: p.runtime === 'browser' ? 'browser' : 'node', ready: ignoreQuarantine || !p.quarantine }));
   }
 
@@ -364,12 +391,4 @@ async function answersPing(link: PeerLink, timeoutMs: number): Promise<boolean> 
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** Approximate bytes of one decoder layer's weights in the activation dtype (for planning). */
-export function bytesPerLayer(config: ShardConfigSummary & { intermediateSize: number }, dtype: WireDtype): number {
-  const { hiddenSize: h, numHeads, numKvHeads, headDim, intermediateSize } = config;
-  const attention = h * headDim * (2 * numHeads + 2 * numKvHeads);
-  const mlp = 3 * h * intermediateSize;
-  return (attention + mlp + 2 * h) * (dtype === 'fp16' ? 2 : 4);
 }

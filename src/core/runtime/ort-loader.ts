@@ -31,11 +31,13 @@ export interface OrtLoaderOptions {
    */
   readonly runQueue?: RunQueue;
   /**
-   * Where a runtime with a file system keeps a part's packed weights as a file: writes
-   * `weights.bin` unless it is already there and returns its folder. Without it the weights
-   * are packed in memory. See PackedWeights for why Node uses it.
+   * A part's packed weights where the runtime keeps them: Node's artifact cache holds
+   * `weights.bin`, handed to onnxruntime-node as the folder (see PackedWeights) or read into
+   * memory for the wasm runtime. Without it the weights are packed in memory from the checkpoint.
    */
-  readonly weightsFolder?: (artifact: ShardArtifact, source: ByteSource) => Promise<string>;
+  readonly weights?: (artifact: ShardArtifact) => Promise<PackedWeights>;
+  /** onnxruntime-node reads `weights.bin` from a folder; the wasm runtime needs the bytes. */
+  readonly weightsFromFolder?: boolean;
 }
 
 async function openWithWeights(graph: Uint8Array, weights: PackedWeights, options: OrtLoaderOptions, gpuOutputs: string[] = []): Promise<CreatedSession> {
@@ -50,7 +52,7 @@ async function openWithWeights(graph: Uint8Array, weights: PackedWeights, option
 
 /** A part's packed weights: as a file where the runtime offers one (see PackedWeights), else in memory. */
 async function packedWeights(artifact: ShardArtifact, source: ByteSource, options: OrtLoaderOptions): Promise<PackedWeights> {
-  return options.weightsFolder ? { folder: await options.weightsFolder(artifact, source) } : loadShardWeights(artifact.manifest, source);
+  return options.weights ? options.weights(artifact) : loadShardWeights(artifact.manifest, source);
 }
 
 async function open(artifact: ShardArtifact, source: ByteSource, options: OrtLoaderOptions, gpuOutputs: string[] = []): Promise<CreatedSession> {
@@ -76,7 +78,7 @@ export async function createShardExecutor(
   const gpuOutputs: string[] = [];
   for (let l = part.range.start; l < part.range.end; l++) gpuOutputs.push(presentKeyName(l), presentValueName(l));
   const { session, provider } = await openWithWeights(graph, weights, options, gpuOutputs);
-  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weightsLength, options.runQueue, options.kvMode);
+  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength, options.runQueue, options.kvMode);
 }
 
 /** An executor for a layers artifact, reading its weights from the checkpoint. */

@@ -28,6 +28,7 @@ import {
   SHARD_OUTPUT_HIDDEN,
   type ActivationDtype,
 } from '../model/shard-graph.ts';
+import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
 import type { KvState, KvTensorOps, LayerKv } from './kv-state.ts';
 import type { OrtModule } from './ort-session.ts';
@@ -96,6 +97,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     readonly range: LayerRange,
     readonly dtype: ActivationDtype,
     readonly device: string,
+    readonly weights: WeightSpec,
     readonly weightsBytes = 0,
     /** Runs go through it one at a time when given (onnxruntime-web). */
     private readonly queue?: RunQueue,

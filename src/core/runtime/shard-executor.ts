@@ -3,6 +3,7 @@
  * Implementations: onnxruntime-node (src/node) and onnxruntime-web (src/browser), both built
  * on the ORT executor in this folder with their runtime's module injected.
  */
+import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { Activations } from '../model/activations.ts';
 import type { LayerRange } from '../model/types.ts';
 import type { KvState, KvTensorOps } from './kv-state.ts';
@@ -37,6 +38,8 @@ export interface ShardExecutor<T = unknown> {
   readonly range: LayerRange;
   /** The execution provider actually in use, e.g. 'cpu', 'webgpu', 'wasm', 'cuda'. */
   readonly device: string;
+  /** The weight format its graph holds. */
+  readonly weights: WeightSpec;
   /** Bytes of weights this executor holds (counted against its peer's memory budget). */
   readonly weightsBytes: number;
   /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */

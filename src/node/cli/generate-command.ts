@@ -14,6 +14,8 @@ import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } 
 import { generateDistributed } from './generate-distributed.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { parseHeadLayers } from './head-layers.ts';
+import { readWeightFlags, WEIGHT_OPTIONS, WEIGHT_USAGE } from './weight-flags.ts';
+import { resolveWeightSpec, weightSpecName } from '../../core/model/quant/weight-format.ts';
 
 export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]
 
@@ -28,6 +30,8 @@ export const GENERATE_USAGE = `meshnet generate --model DIR (--prompt TEXT | --p
   --split A,B          chain shard graphs [0,A) [A,B) [B,L)
   --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
+${WEIGHT_USAGE}
+  --threads N          onnxruntime threads per session (default: onnxruntime's; 1 per peer with --local-peers)
   --local-peers N      spawn N Node peer processes on loopback and run across them
   --link direct|relay  how the head reaches local peers (default relay)
   --head-layers L      auto|none|START:END layers the head holds (default none with peers)
@@ -48,6 +52,8 @@ export async function generateCommand(argv: string[]): Promise<void> {
       split: { type: 'string' },
       device: { type: 'string' },
       dtype: { type: 'string' },
+      threads: { type: 'string' },
+      ...WEIGHT_OPTIONS,
       json: { type: 'boolean', default: false },
       'local-peers': { type: 'string' },
       link: { type: 'string' },
@@ -61,9 +67,12 @@ export async function generateCommand(argv: string[]): Promise<void> {
   }
   const device = parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto');
   const dtype = parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32');
+  const weightRequest = readWeightFlags(values);
+  const threads = values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1);
 
   const model = await openLocalModel((await resolveModel(values.model)).dir);
   const { config } = model.checkpoint;
+  const weights = resolveWeightSpec(config, dtype, weightRequest);
   const tokenizer = await openLocalTokenizer(model);
   const promptIds = parseIntegerList('prompt-ids', values['prompt-ids']) ?? tokenizer.encode(values.prompt!);
   if (promptIds.length === 0) throw new UsageError('the prompt has no tokens');
@@ -100,18 +109,20 @@ export async function generateCommand(argv: string[]): Promise<void> {
       headLayers: parseHeadLayers(values['head-layers'], localPeers > 0 ? 'none' : 'auto', config.numLayers),
       device,
       dtype,
+      weights,
+      threads,
       onText: values.json ? undefined : (delta) => process.stdout.write(delta),
     });
     process.stderr.write(`meshnet: ${run.tokenIds.length} tokens over ${run.hops.length} hop(s) in ${(performance.now() - started).toFixed(0)} ms: ${run.hops.map((h) => `${h.peerId}[${h.range[0]},${h.range[1]}) ${h.meanMs.toFixed(2)} ms/frame`).join(', ')}\n`);
     if (values.json) {
-      process.stdout.write(JSON.stringify({ token_ids: run.tokenIds, text: run.text, finish_reason: run.finishReason, device: run.hops[0]?.device, prompt_ids: promptIds, hops: run.hops, repairs: run.repairs, dtype }) + '\n');
+      process.stdout.write(JSON.stringify({ token_ids: run.tokenIds, text: run.text, finish_reason: run.finishReason, device: run.hops[0]?.device, prompt_ids: promptIds, hops: run.hops, repairs: run.repairs, dtype, weights: weightSpecName(weights) }) + '\n');
     } else process.stdout.write('\n');
     return;
   }
   const ranges = rangesFromSplit(config.numLayers, parseIntegerList('split', values.split) ?? []);
 
   const started = performance.now();
-  const pipeline = await loadLocalPipeline(model, { ranges, device, dtype });
+  const pipeline = await loadLocalPipeline(model, { ranges, device, dtype, weights, threads });
   const loaded = performance.now();
   const tokenIds: number[] = [];
   let text = '';
@@ -141,6 +152,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
       prompt_ids: promptIds,
       ranges: ranges.map((r) => [r.start, r.end]),
       dtype,
+      weights: weightSpecName(weights),
       generate_ms: Math.round(finished - loaded),
     };
     process.stdout.write(JSON.stringify(result) + '\n');

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { SamplingParams } from '../../core/sampling/index.ts';
@@ -29,10 +30,13 @@ export async function generateDistributed(options: {
   headLayers: 'auto' | 'none' | LayerRange;
   device: string;
   dtype: ActivationDtype;
+  weights: WeightSpec;
+  /** onnxruntime threads per session (default 1: several processes share the cores). */
+  threads?: number;
   onText?: (delta: string) => void;
 }): Promise<DistributedRun> {
   const log = (line: string) => process.stderr.write(`meshnet: ${line}\n`);
-  const threads = 1; // several processes share the cores: one onnxruntime thread each
+  const threads = options.threads ?? 1;
   const head = await startHead({
     model: options.model,
     tokenizer: options.tokenizer,
@@ -42,6 +46,7 @@ export async function generateDistributed(options: {
     link: options.link,
     headLayers: options.headLayers,
     dtype: options.dtype,
+    weights: options.weights,
     device: options.device,
     threads,
     log,

@@ -1,6 +1,7 @@
 /** The `meshnet` command: subcommands, help, and one place that turns errors into exit codes. */
 import { GENERATE_USAGE, generateCommand } from './generate-command.ts';
 import { UsageError } from './args.ts';
+import { WeightSpecError } from '../../core/model/quant/weight-format.ts';
 import { PEER_USAGE, peerCommand } from './peer-command.ts';
 import { SERVE_USAGE, serveCommand } from './serve-command.ts';
 
@@ -40,7 +41,7 @@ export async function main(argv: string[]): Promise<number> {
     await command.run(rest);
     return 0;
   } catch (error) {
-    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (error instanceof UsageError || error instanceof WeightSpecError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`meshnet ${name}: ${(error as Error).message}\n\n${command.usage}\n`);
       return 2;
     }

@@ -5,7 +5,9 @@ import { PlanError } from '../../core/route/plan-error.ts';
 import { normalizeHost } from '../../core/route/dial-target.ts';
 import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
+import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
+import { readWeightFlags, WEIGHT_OPTIONS, WEIGHT_USAGE } from './weight-flags.ts';
 
 export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
 
@@ -41,6 +43,7 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --chat-template FILE a Jinja chat template overriding the model's
   --device D           ${Object.keys(NODE_DEVICES).join('|')} for the head's own work (default auto)
   --dtype fp32|fp16    activation dtype (default fp32)
+${WEIGHT_USAGE}
   --threads N          onnxruntime threads per session`;
 
 /** `H[,H]` → hosts as URL.hostname spells them; a malformed one is a usage error. */
@@ -79,6 +82,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       device: { type: 'string' },
       dtype: { type: 'string' },
       threads: { type: 'string' },
+      ...WEIGHT_OPTIONS,
     },
     strict: true,
   });
@@ -118,6 +122,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     chatTemplateFile: values['chat-template'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),
+    weights: readWeightFlags(values),
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     log,
   }).catch((error: unknown) => {
@@ -129,7 +134,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';
   process.stdout.write(
     [
-      `meshnet is serving ${serving.modelId}`,
+      // The weight format only when it is not the default (the float format of --dtype).
+      `meshnet is serving ${serving.modelId}${serving.head.weights.format === (values.dtype ?? 'fp32') ? '' : ` (${weightSpecName(serving.head.weights)} weights)`}`,
       `  API        ${base}/v1`,
       `  dashboard  ${base}/dashboard${values['api-key'] ? `?key=${values['api-key']}` : ''}`,
       `  chat       ${base}/dashboard/chat${values['api-key'] ? `?key=${values['api-key']}` : ''}`,

@@ -10,6 +10,7 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import { asWeightSpec, type WeightFormat, type WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { ShardService } from '../../core/runtime/shard-service.ts';
@@ -49,6 +50,8 @@ export interface HeadOptions {
   readonly allowPeerHosts?: readonly string[];
   readonly headLayers: 'auto' | 'none' | LayerRange;
   readonly dtype: ActivationDtype;
+  /** Weight format of every part: a spec or a format name (default: the float format of `dtype`; q4 for AWQ/GPTQ). */
+  readonly weights?: WeightSpec | WeightFormat;
   readonly device: string;
   readonly threads?: number;
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
@@ -94,6 +97,8 @@ export interface HeadContext {
   readonly model: LocalModel;
   readonly name: string;
   readonly joinToken: string | undefined;
+  /** The weight format the mesh serves. */
+  readonly weights: WeightSpec;
   /** The context length and stop tokens, derived once from the model. */
   readonly limits: GenerationLimits;
   /** Every live Route Session: open one per request here. */
@@ -113,12 +118,13 @@ export function generateJoinToken(): string {
 
 export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const { model, dtype } = options;
+  const weights = asWeightSpec(model.checkpoint.config, dtype, options.weights);
   const log = options.log ?? (() => {});
   const joinToken = options.joinToken === null ? undefined : (options.joinToken ?? generateJoinToken());
   const budget = options.memoryBudgetBytes ?? Math.floor(os.freemem() / 2);
   const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
-  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype);
-  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype);
+  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
+  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
   const loadedHead = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
   // Concurrent sessions' LM heads run as one batch, like their decode steps on the peers.
   const headRunner = options.batching === false ? loadedHead : new BatchingHeadRunner(loadedHead);
@@ -127,7 +133,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
   log(`head runs ${parts} on ${describeProviders(options.device, headRunner.device, loader.skipped)}`);
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, batching: options.batching });
+  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, batching: options.batching });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
@@ -135,7 +141,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget, prefixBudgetBytes: options.prefixCacheBytes },
       log,
     );
-    mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer) });
+    mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer), weightFormats: [weights.format] });
   }
 
   const limits = generationLimits(model.checkpoint.config, options.tokenizer);
@@ -154,12 +160,12 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
   });
-  const context: HeadContext = { mesh, headRunner, tokenizer: options.tokenizer, model, name: options.name, joinToken, limits, sessions };
+  const context: HeadContext = { mesh, headRunner, tokenizer: options.tokenizer, model, name: options.name, joinToken, weights, limits, sessions };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
   const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
   app.get('/peer/ws', gateway.handler);
-  mountArtifactRoutes(app, model, joinToken, allowLoopbackWithoutToken);
+  mountArtifactRoutes(app, model, { dtype, weights }, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);
   const server: RunningServer = await startServer(app, { port: options.port, host: options.host });
   const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;

@@ -17,7 +17,7 @@ export interface MeshFeed {
 export function feedMeshState(mesh: Mesh, store: MeshStateStore, metrics: HeadMetrics, pollMs = 2000): MeshFeed {
   const stats = new Map<string, StatsMessage>();
   const heartbeats = new Map<string, number>();
-  const view = (peer: MeshPeer) => peerView(peer, stats.get(peer.id), heartbeats.get(peer.id));
+  const view = (peer: MeshPeer) => peerView(peer, stats.get(peer.id), heartbeats.get(peer.id), mesh.model.bytesPerLayer);
 
   const sync = () => {
     const known = new Map(store.state.peers.map((p) => [p.id, p]));

@@ -92,6 +92,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         runtime: hello.runtime,
         executionProvider: hello.executionProvider,
         memoryBudgetBytes: hello.memoryBudgetBytes,
+        weightFormats: hello.weightFormats,
         link,
         listenUrl: hello.listenUrl,
       });

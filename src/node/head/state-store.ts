@@ -4,6 +4,7 @@
  * sends `snapshotEvent()` first. Plus the helpers that turn the mesh's and the Route
  * Sessions' own data (MeshPeer, stats, SessionTelemetry) into the dashboard's views.
  */
+import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import type { MeshPeer } from '../../core/route/mesh.ts';
 import type { HopLease, SessionTelemetry } from '../../core/route/route-types.ts';
 import type { StatsMessage } from '../../shared/control.ts';
@@ -112,15 +113,19 @@ export function sessionView(apiId: string, model: string, telemetry: SessionTele
  * A peer's view: 'quarantined' while it is, else 'ready' once it holds a range, else
  * 'joining'. KV and tokens come from
  * its last `stats` message (0 before any); `lastHeartbeatAt` is when that arrived, else
- * the join time.
+ * the join time. Its weight bytes are its layers × `bytesPerLayer` (the packed bytes of one
+ * layer in the mesh's format), once it loaded a range.
  */
-export function peerView(peer: MeshPeer, stats?: StatsMessage, lastHeartbeatAt?: number): PeerView {
+export function peerView(peer: MeshPeer, stats?: StatsMessage, lastHeartbeatAt?: number, bytesPerLayer?: number): PeerView {
+  const layerCount = peer.ranges.reduce((n, r) => n + r.end - r.start, 0);
   return {
     id: peer.id,
     runtime: peer.runtime,
     executionProvider: peer.executionProvider,
     ...(peer.device !== undefined ? { device: peer.device } : {}),
     layers: peer.ranges.map((r) => ({ start: r.start, end: r.end })),
+    ...(peer.weights !== undefined ? { weights: weightSpecName(peer.weights) } : {}),
+    ...(peer.weights !== undefined && bytesPerLayer !== undefined ? { weightBytes: layerCount * bytesPerLayer } : {}),
     memoryBudgetBytes: peer.memoryBudgetBytes,
     kvBytes: stats?.kvBytes ?? 0,
     kvEntries: stats?.kvEntries ?? 0,

@@ -6,6 +6,7 @@
  * a snapshot first) for the dashboard.
  */
 import type { H3 } from 'h3';
+import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import { routeReadiness } from '../../core/route/readiness.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { MeshStateStore } from '../head/state-store.ts';
@@ -23,8 +24,16 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
   app.get('/health', () => {
     const minPeers = options.minPeers ?? 0;
     const readiness = routeReadiness(head.mesh, minPeers);
-    const peers = head.mesh.peers.map((p) => ({ id: p.id, runtime: p.runtime, device: p.device ?? p.executionProvider, layers: p.ranges.map((r) => [r.start, r.end]) }));
-    const body = { model: head.name, route: routeView(head), peers, minPeers };
+    const { bytesPerLayer } = head.mesh.model;
+    const peers = head.mesh.peers.map((p) => ({
+      id: p.id,
+      runtime: p.runtime,
+      device: p.device ?? p.executionProvider,
+      layers: p.ranges.map((r) => [r.start, r.end]),
+      // The format and packed bytes of what it loaded (a peer that loaded nothing has neither).
+      ...(p.weights ? { weights: weightSpecName(p.weights), weightBytes: p.ranges.reduce((n, r) => n + r.end - r.start, 0) * bytesPerLayer } : {}),
+    }));
+    const body = { model: head.name, weights: weightSpecName(head.weights), route: routeView(head), peers, minPeers };
     if (!readiness.ready) {
       const retry = { 'retry-after': String(SERVICE_UNAVAILABLE_RETRY_SECONDS) };
       return jsonResponse({ status: 'unavailable', ready: false, reason: readiness.reason, ...body }, 503, retry);

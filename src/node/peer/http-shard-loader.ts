@@ -11,13 +11,13 @@ import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import { parseShardManifest } from '../../core/model/manifest-parse.ts';
 import type { ShardManifest } from '../../core/model/shard-artifact.ts';
-import type { ShardLoader } from '../../core/peer/shard-peer.ts';
+import { assignedWeights, checkAssignedWeights, type ShardLoader } from '../../core/peer/shard-peer.ts';
 import { createShardExecutor } from '../../core/runtime/ort-loader.ts';
 import { WEIGHTS_FILE } from '../../core/model/shard-artifact.ts';
 import type { ShardExecutor } from '../../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../../shared/control.ts';
 import { ARTIFACT_TOKEN_HEADER } from '../../shared/protocol.ts';
-import { artifactDirectory } from '../artifact-cache.ts';
+import { artifactDirectory, findReusableWeights, linkOrCopy } from '../artifact-cache.ts';
 import { meshnetHome } from '../meshnet-home.ts';
 import { describeProviders, nodeLoaderOptions } from '../ort-node-runtime.ts';
 
@@ -35,7 +35,9 @@ async function cached(dir: string, assign: AssignMessage): Promise<ShardManifest
     const manifest = parseShardManifest(JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')), dir);
     const weights = await stat(path.join(dir, WEIGHTS_FILE));
     await stat(path.join(dir, 'graph.onnx'));
-    return manifest.modelKey === assign.modelKey && weights.size === manifest.weightsLength ? manifest : undefined;
+    if (manifest.modelKey !== assign.modelKey || weights.size !== manifest.weightsLength) return undefined;
+    checkAssignedWeights(assign, manifest.weights, `the cached artifact ${dir}`);
+    return manifest;
   } catch {
     return undefined;
   }
@@ -56,12 +58,18 @@ export function httpShardLoader(options: HttpLoaderOptions): ShardLoader {
     if (manifest.modelKey !== assign.modelKey || manifest.dtype !== assign.dtype || part.kind !== 'layers' || part.range.start !== assign.range.start || part.range.end !== assign.range.end) {
       throw new Error(`the head sent the artifact of another part (${JSON.stringify(part)}) for layers [${assign.range.start}, ${assign.range.end})`);
     }
+    checkAssignedWeights(assign, manifest.weights, `the head's artifact ${base.pathname}`);
     const staging = `${dir}.download-${randomUUID()}`;
     await mkdir(staging, { recursive: true });
     try {
       await writeFile(path.join(staging, 'graph.onnx'), new Uint8Array(await (await get(file('graph.onnx'))).arrayBuffer()));
-      const weights = await get(file(WEIGHTS_FILE));
-      await pipeline(Readable.fromWeb(weights.body! as never), createWriteStream(path.join(staging, WEIGHTS_FILE)));
+      // Only the graph differs between accuracy levels: reuse weights this peer already holds.
+      const reusable = await findReusableWeights(dir, manifest);
+      if (reusable) await linkOrCopy(reusable, path.join(staging, WEIGHTS_FILE));
+      else {
+        const weights = await get(file(WEIGHTS_FILE));
+        await pipeline(Readable.fromWeb(weights.body! as never), createWriteStream(path.join(staging, WEIGHTS_FILE)));
+      }
       const size = (await stat(path.join(staging, WEIGHTS_FILE))).size;
       if (size !== manifest.weightsLength) throw new Error(`weights.bin has ${size} bytes, the manifest says ${manifest.weightsLength}`);
       await writeFile(path.join(staging, 'manifest.json'), JSON.stringify(manifest));
@@ -78,13 +86,13 @@ export function httpShardLoader(options: HttpLoaderOptions): ShardLoader {
   let described = false;
   return {
     async load(assign: AssignMessage): Promise<ShardExecutor> {
-      const dir = artifactDirectory(assign.modelKey, { kind: 'layers', range: assign.range }, assign.dtype, options.home ?? meshnetHome());
+      const dir = artifactDirectory(assign.modelKey, { kind: 'layers', range: assign.range }, assign.dtype, assignedWeights(assign), options.home ?? meshnetHome());
       const started = Date.now();
       const manifest = (await cached(dir, assign)) ?? (await download(dir, new URL(assign.artifactUrl, options.origin), assign));
       const graph = new Uint8Array(await readFile(path.join(dir, 'graph.onnx')));
       const loader = await nodeLoaderOptions({ device: options.device, dtype: assign.dtype, threads: options.threads });
       // onnxruntime-node reads weights.bin from the folder; the wasm runtime takes bytes.
-      const weights = loader.weightsFolder ? { folder: dir } : new Uint8Array(await readFile(path.join(dir, WEIGHTS_FILE)));
+      const weights = loader.weightsFromFolder ? { folder: dir } : new Uint8Array(await readFile(path.join(dir, WEIGHTS_FILE)));
       const executor = await createShardExecutor(assign.config, manifest, graph, weights, loader);
       // The first load says why other providers were skipped: once per peer process.
       const device = described ? executor.device : describeProviders(options.device, executor.device, loader.skipped);

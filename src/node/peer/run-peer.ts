@@ -11,7 +11,7 @@ import { ShardPeer } from '../../core/peer/shard-peer.ts';
 import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { DirectLinkGuard } from '../../core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../shared/control.ts';
-import { isCompatibleVersion, PROTOCOL_VERSION } from '../../shared/protocol.ts';
+import { isCompatibleVersion, PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
 import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
@@ -148,6 +148,7 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
       executionProvider: options.device,
       memoryBudgetBytes: options.memoryBudgetBytes,
       peerId,
+      weightFormats: WIRE_WEIGHT_FORMATS, // onnxruntime-node runs every format on every provider
       ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
       ...(listenUrl !== undefined && { listenUrl }),
     });

@@ -6,6 +6,7 @@
 import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import { resolveWeightSpec, weightSpecName, type WeightRequest } from '../../core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
 import { startHead, type HeadContext, type RunningHead } from '../head/head-node.ts';
@@ -58,6 +59,8 @@ export interface ServeOptions {
   readonly chatTemplateFile?: string;
   readonly device: string;
   readonly dtype: ActivationDtype;
+  /** `--weights`, `--quant-block`, `--accuracy-level` (defaults: see resolveWeightSpec). */
+  readonly weights?: WeightRequest;
   readonly threads?: number;
   readonly bodyLimitBytes?: number;
   readonly linkTimeoutMs?: number;
@@ -89,9 +92,10 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
   if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
+  const weights = resolveWeightSpec(config, options.dtype, options.weights);
   const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
   const startedAt = Date.now();
-  const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype }, startedAt) });
+  const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype, weights: weightSpecName(weights) }, startedAt) });
   const metrics = new HeadMetrics();
   const tracker = new SessionTracker(store, metrics, resolved.id);
   let grammar: GrammarEngine | undefined; // made in mount, once the generation limits are known
@@ -111,6 +115,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     peerPingTimeoutMs: options.peerPingTimeoutMs,
     headLayers,
     dtype: options.dtype,
+    weights,
     device: options.device,
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,

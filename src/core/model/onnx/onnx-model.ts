@@ -5,8 +5,11 @@
 import { ProtobufWriter } from './protobuf-writer.ts';
 
 /** TensorProto.DataType codes. */
-export const OnnxType = { FLOAT: 1, INT32: 6, INT64: 7, FLOAT16: 10, BFLOAT16: 16 } as const;
+export const OnnxType = { FLOAT: 1, UINT8: 2, INT32: 6, INT64: 7, FLOAT16: 10, BFLOAT16: 16 } as const;
 export type OnnxTypeCode = (typeof OnnxType)[keyof typeof OnnxType];
+
+/** Packed external data places each initializer at a multiple of this many bytes. */
+export const ONNX_EXTERNAL_ALIGN = 64;
 
 /** An initializer whose bytes are inline or live in an external file at `offset` (weights in place). */
 export interface Initializer {

@@ -1,0 +1,74 @@
+/**
+ * The bench report's compact-weight figures, from plain results: rows per format, pipelines
+ * against the one process of their own format, the q4 speed target against fp32, and the q4
+ * peers' RSS growth over the stories260k peers measured against their packed layer bytes.
+ */
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../../src/core/model/types.ts';
+import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
+import type { MeasureResult, MeasureSpec } from '../../bench/measure.ts';
+import { summarize, type ModelReport } from '../../bench/report.ts';
+
+const MiB = 2 ** 20;
+const config = { numLayers: 30, hiddenSize: 576, numHeads: 9, numKvHeads: 3, vocabSize: 49152, tieWordEmbeddings: true } as ModelConfig;
+const common = { model: 'm', threads: 2, spinning: false, repeats: 1, decodeTokens: 8, longPrompt: 16 };
+
+function result(spec: MeasureSpec, tps: number, extra: Partial<MeasureResult> = {}): MeasureResult {
+  const timing = { promptTokens: 32, ttftMs: 10, tokenTimesMs: [10, 20], tokenIds: [1, 2] };
+  return { spec, loadMs: 1, short: timing, long: timing, decodeTokensPerSecond: tps, meanDecodeTokensPerSecond: tps, fastestTokenMs: 1, loadAverage: [1, 1], cpuPerWall: 1, peakRssBytes: 500 * MiB, peers: [], hops: [], ...extra };
+}
+
+const packed = (format: 'fp32' | 'q4', bytesPerLayer: number) => ({ weights: weightSpec('fp32', { format }), bytesPerLayer, headBytes: 2 * MiB, lmHeadBytes: MiB });
+const hop = (peerId: string) => ({ peerId, frames: 8, sentBytes: 0, receivedBytes: 0, totalMs: 8, decodeFrames: 8, decodeMs: 8, decodeSentBytes: 8 * 2352, decodeReceivedBytes: 8 * 2352, hopMeanMs: 1 });
+
+function model(name: string, results: MeasureResult[]): ModelReport {
+  return { name, directory: name, config, tensors: [{ name: 'model.layers.0.mlp.up_proj.weight', bytes: 14 * MiB }], longPrompt: 16, results, unavailable: [], ggufs: [] };
+}
+
+describe('bench report, compact weights', () => {
+  const peers = (growthMiB: number) => [
+    { id: 'local-1', range: [0, 15] as [number, number], peakRssBytes: (235 + growthMiB) * MiB },
+    { id: 'local-2', range: [15, 30] as [number, number], peakRssBytes: (235 + growthMiB) * MiB },
+  ];
+  const report = (q4Tps: number, growthMiB: number) =>
+    summarize({
+      startedAt: 'now',
+      durationS: 1,
+      quick: true,
+      threads: 2,
+      decodeTokens: 8,
+      repeats: 1,
+      machine: {},
+      bandwidth: { oneStream: 1e10, allStreams: 2e10, streams: 2 },
+      llamaCpp: { version: '—', status: 'skipped', reason: 'not in this test' },
+      meshnetWeights: { available: ['fp32', 'fp16', 'q8', 'q4'], unavailable: [] },
+      models: [
+        model('stories260k', [result({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0 }, 400, { peers: peers(0), hops: [hop('local-1'), hop('local-2')] })]),
+        model('smollm2-135m-shaped', [
+          result({ ...common, kind: 'one-process' }, 30, { packed: packed('fp32', 14 * MiB) }),
+          result({ ...common, kind: 'one-process', weights: 'q4' }, q4Tps, { packed: packed('q4', 2.2 * MiB) }),
+          result({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights: 'q4' }, q4Tps * 0.95, { packed: packed('q4', 2.2 * MiB), peers: peers(growthMiB), hops: [hop('local-1'), hop('local-2')] }),
+        ]),
+      ],
+    });
+
+  it('labels rows by format, and measures a q4 pipeline against the q4 one process', () => {
+    const rows = report(100, 60).models[1].rows;
+    expect(rows.map((r) => r.label)).toEqual(['meshnet, one process', 'meshnet, one process, q4', '2 peers, relay, q4']);
+    const pipeline = rows[2];
+    expect(pipeline.vsOneProcess).toBeCloseTo(0.95);
+    expect(pipeline.vsFp32).toBeCloseTo(95 / 30);
+    expect(pipeline.peakRss.find((p) => p.process === 'local-1')?.layerBytes).toBeCloseTo(15 * 2.2 * MiB);
+  });
+
+  it('q4 ≥ 3× fp32 and the q4 peers\' RSS growth over stories260k peers ≤ 1.1 × their q4 bytes + 50 MiB', () => {
+    const met = (r: ReturnType<typeof report>, prefix: RegExp) => r.targets.find((t) => prefix.test(t.target))!;
+    expect(met(report(100, 60), /q4 one-process decode/).met).toBe(true);
+    expect(met(report(80, 60), /q4 one-process decode/).met).toBe(false);
+    // 15 layers × 2.2 MiB = 33 MiB of q4 per peer: the limit is 1.1 × 33 + 50 = 86.3 MiB.
+    const growth = (g: number) => met(report(100, g), /peak RSS growth over the same peer serving stories260k/);
+    expect(growth(80).met).toBe(true);
+    expect(growth(90).met).toBe(false);
+    expect(growth(80).measured).toMatch(/local-1 \[0, 15\): \+80 MiB for 33\.0 MiB of q4 layers \(limit 86\)/);
+  });
+});
