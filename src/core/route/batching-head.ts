@@ -5,9 +5,12 @@
  * matrix read per token, on the SmolLM2 shape about a fifth of the model) would become the
  * bound; folded, it is read once per step for all of them.
  *
- * No timer: a `logits` call made while the head is idle runs at once, alone; calls made
- * while one is running wait and run together when it returns. Each caller gets its own row.
+ * No timer: a `logits` call made while the head is idle runs at the end of the current turn
+ * (`nextTurn`), with every call made in that turn (the sessions one batched answer released);
+ * calls made while one is running wait and run together when it returns. Each caller gets
+ * its own row.
  */
+import { nextTurn } from '../runtime/next-turn.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
 
@@ -43,7 +46,10 @@ export class BatchingHeadRunner implements HeadRunner {
   logits(hidden: Activations): Promise<Float32Array> {
     return new Promise((resolve, reject) => {
       this.queue.push({ hidden, resolve, reject });
-      if (!this.busy) void this.drain();
+      if (!this.busy) {
+        this.busy = true;
+        nextTurn(() => void this.drain());
+      }
     });
   }
 

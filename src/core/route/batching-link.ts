@@ -4,7 +4,10 @@
  * sessions send and receive their own single frames and never know they were batched.
  *
  * No timer. Per range, one frame is in flight at a time: a decode step that arrives while
- * the range is idle is sent at once, alone (one stream costs what it cost before); steps
+ * the range is idle leaves at the end of the current turn (`nextTurn`), with every other
+ * step that became ready in that turn — the sessions a batched answer from the previous hop
+ * released together stay together, instead of the first going alone and the rest a round
+ * trip later. A lone stream's step leaves alone, one turn later than a direct send. Steps
  * that arrive while a frame is in flight wait and leave together, as one batched frame, the
  * moment it returns. Under load, sessions that take turns fall into step with each other.
  *
@@ -19,6 +22,7 @@ import { FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } 
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { decodeBatchFrame, encodeBatchFrame, MAX_BATCH_ENTRIES } from '../frames/batch-frame-codec.ts';
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
+import { nextTurn } from '../runtime/next-turn.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 
 interface Waiting {
@@ -31,6 +35,7 @@ interface Waiting {
 }
 
 interface RangeLane {
+  /** A frame is in flight, or a send is scheduled for the end of this turn. */
   busy: boolean;
   readonly queue: Waiting[];
 }
@@ -96,7 +101,10 @@ export class BatchingLink implements PeerLink {
       waiting.resolve = settle(resolve);
       waiting.reject = settle(reject);
       current.queue.push(waiting);
-      if (!current.busy) void this.drain(current);
+      if (!current.busy) {
+        current.busy = true;
+        nextTurn(() => void this.drain(current));
+      }
     });
   }
 
