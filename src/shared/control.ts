@@ -1,7 +1,8 @@
 /**
  * Control messages: JSON text frames between the head and its peers, a tagged union on
  * `kind`. Any message may carry a correlation id `id`; a response copies its request's `id`
- * (hello → welcome, assign → ready, release → released, ping → pong, or error). Messages
+ * (hello → welcome, assign → ready, release → released, unload → unloaded, ping → pong, or
+ * error). Messages
  * without `id` are unprompted (stats, errors a peer reports on its own).
  *
  * Errors cross the wire as data (`{ kind: 'error', code, message }`) and are rebuilt into a
@@ -121,6 +122,25 @@ export interface ForkedMessage extends Correlated {
   readonly sessionId: string;
   readonly length: number;
 }
+/**
+ * Head → peer (protocol 2.2): unload layers `range` of `modelKey` — no plan uses them and no
+ * session holds them any more. The peer disposes that range's executor and any KV left on it
+ * (a frame for the range is `not_ready` from then on) and answers `unloaded`. Unloading a
+ * range the peer does not hold is not an error (`freedEntries` 0, `loaded` false).
+ */
+export interface UnloadMessage extends Correlated {
+  readonly kind: 'unload';
+  readonly modelKey: string;
+  readonly range: LayerRange;
+}
+export interface UnloadedMessage extends Correlated {
+  readonly kind: 'unloaded';
+  readonly range: LayerRange;
+  /** Whether the range was loaded (false: there was nothing to unload). */
+  readonly loaded: boolean;
+  /** KV entries of the range that were still held, freed with it. */
+  readonly freedEntries: number;
+}
 /** Either direction: a refused or failed request, or an unprompted failure. */
 export interface ErrorMessage extends Correlated {
   readonly kind: 'error';
@@ -196,6 +216,8 @@ export type ControlMessage =
   | ReleasedMessage
   | ForkMessage
   | ForkedMessage
+  | UnloadMessage
+  | UnloadedMessage
   | ErrorMessage
   | StatsMessage
   | PingMessage
@@ -262,6 +284,8 @@ const readers: Record<ControlKind, Reader> = {
   released: (r) => ({ sessionId: r.sessionId('sessionId'), freedEntries: r.integer('freedEntries'), keptPrefixes: r.optional('keptPrefixes', (f) => r.integer(f)) }),
   fork: (r) => ({ sessionId: r.sessionId('sessionId'), prefixId: r.sessionId('prefixId'), range: r.range('range'), length: r.integer('length', 1) }),
   forked: (r) => ({ sessionId: r.sessionId('sessionId'), length: r.integer('length', 1) }),
+  unload: (r) => ({ modelKey: r.string('modelKey', { maxChars: 256 }), range: r.range('range') }),
+  unloaded: (r) => ({ range: r.range('range'), loaded: r.boolean('loaded'), freedEntries: r.integer('freedEntries') }),
   error: (r) => {
     // A newer minor version may add codes: an unknown one still arrives, as 'internal'.
     const raw = r.string('code', { maxChars: 64, pattern: /^[a-z_]+$/ });

@@ -11,6 +11,7 @@ export const MESH_EVENT_KINDS: readonly MeshEventKind[] = [
   'peer.joined',
   'peer.updated',
   'peer.left',
+  'peer.removed',
   'route.changed',
   'session.started',
   'session.updated',
@@ -58,6 +59,7 @@ const peer = shape({
   status: oneOf('joining', 'ready', 'quarantined', 'gone'),
   'quarantine?': shape({ since: isNumber, until: isNumber, reason: isString, strikes: isNumber }),
   lastHeartbeatAt: isNumber,
+  'goneAt?': isNumber,
   tokensServed: isNumber,
 });
 const route = shape({ hops: arrayOf(shape({ peerId: isString, range })), 'reason?': isString });
@@ -92,6 +94,7 @@ const payloads: Record<MeshEventKind, [field: string, check: Check]> = {
   'peer.joined': ['peer', peer],
   'peer.updated': ['peer', peer],
   'peer.left': ['peerId', isString],
+  'peer.removed': ['peerId', isString],
   'route.changed': ['route', route],
   'session.started': ['session', session],
   'session.updated': ['session', session],
@@ -108,5 +111,7 @@ export function parseMeshEvent(kind: string, json: unknown): MeshEvent | undefin
   if (json.kind !== undefined && json.kind !== kind) return undefined;
   const [field, check] = payloads[kind as MeshEventKind];
   if (!check(json[field])) return undefined;
-  return { kind, [field]: json[field] } as unknown as MeshEvent;
+  const event: Record<string, unknown> = { kind, [field]: json[field] };
+  if (kind === 'peer.left' && isNumber(json.at)) event.at = json.at;
+  return event as unknown as MeshEvent;
 }

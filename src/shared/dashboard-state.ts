@@ -16,6 +16,8 @@ export const FINISHED_SESSIONS_CAP = 50;
 export const RATE_POINTS_CAP = 60;
 /** Peers marked 'gone' kept visible; past this the longest-gone are dropped. */
 export const GONE_PEERS_CAP = 50;
+/** A gone peer is dropped from the state (`peer.removed`) this long after it left. */
+export const GONE_PEER_TTL_MS = 60_000;
 
 export interface ModelView {
   readonly id: string;
@@ -60,6 +62,8 @@ export interface PeerView {
   readonly quarantine?: PeerQuarantineView;
   /** Last stats message (or the join time before any). */
   readonly lastHeartbeatAt: number;
+  /** When the head saw it leave (status 'gone'); it is dropped GONE_PEER_TTL_MS later. */
+  readonly goneAt?: number;
   readonly tokensServed: number;
 }
 
@@ -144,7 +148,8 @@ export type MeshEvent =
   | { readonly kind: 'snapshot'; readonly state: MeshState }
   | { readonly kind: 'peer.joined'; readonly peer: PeerView }
   | { readonly kind: 'peer.updated'; readonly peer: PeerView }
-  | { readonly kind: 'peer.left'; readonly peerId: string }
+  | { readonly kind: 'peer.left'; readonly peerId: string; readonly at?: number }
+  | { readonly kind: 'peer.removed'; readonly peerId: string }
   | { readonly kind: 'route.changed'; readonly route: RouteView }
   | { readonly kind: 'session.started'; readonly session: SessionView }
   | { readonly kind: 'session.updated'; readonly session: SessionView }
@@ -171,8 +176,9 @@ export function emptyState(
 /**
  * The next state after `event`. Never mutates `state` and never throws: updates for
  * unknown peers or sessions leave the state as it is. `peer.joined` adds or replaces the
- * peer (a re-joining peer replaces its gone entry); `peer.left` marks it 'gone' and keeps
- * it visible. `session.finished` moves the session (known or not) to the front of
+ * peer (a re-joining peer replaces its gone entry); `peer.left` marks it 'gone' at once —
+ * no layers, no KV: it holds nothing any more — and keeps it visible until `peer.removed`
+ * (which drops only a gone peer). `session.finished` moves the session (known or not) to the front of
  * `finished`, capped at FINISHED_SESSIONS_CAP.
  */
 export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
@@ -190,8 +196,13 @@ export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
     case 'peer.left': {
       if (!state.peers.some((p) => p.id === event.peerId && p.status !== 'gone')) return state;
       const marked = state.peers.filter((p) => p.id !== event.peerId);
-      const gone = { ...state.peers.find((p) => p.id === event.peerId)!, status: 'gone' as const };
+      const last = state.peers.find((p) => p.id === event.peerId)!;
+      const gone: PeerView = { ...last, status: 'gone', layers: [], kvBytes: 0, kvEntries: 0, ...(event.at !== undefined ? { goneAt: event.at } : {}) };
       return { ...state, peers: capGone([...marked, gone]) };
+    }
+    case 'peer.removed': {
+      if (!state.peers.some((p) => p.id === event.peerId && p.status === 'gone')) return state;
+      return { ...state, peers: state.peers.filter((p) => p.id !== event.peerId) };
     }
     case 'route.changed':
       return { ...state, route: event.route };

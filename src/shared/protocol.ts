@@ -28,6 +28,10 @@ export const PROTOCOL_VERSION = { major: 3, minor: 0 } as const;
  *   `unsupported_weights`. The head assigns a format only to peers that announced it, so a
  *   2.0 peer (which would drop `assign.weights`) only ever gets the float format equal to
  *   the activation dtype, which is what 2.0 served.
+ * - 2.2 (issue 14): `unload` (head → peer: drop a layer range no plan uses any more, its
+ *   executor and any KV left on it; the weights stop counting against the peer's memory
+ *   budget) answered by `unloaded`. A 2.0 or 2.1 peer refuses `unload` as an unknown kind,
+ *   and the head then keeps counting that range as loaded.
  * - 3.0 (issue 17): batched activation frames, kinds 4 (batch) and 5 (batch-result): an
  *   entry table (session id, start position, token count, status, body length per entry;
  *   core/frames/batch-frame-codec.ts) after the common header; `release.keepPrefix` keeps a

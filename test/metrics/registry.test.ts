@@ -111,7 +111,7 @@ describe('HeadMetrics', () => {
       { peerId: 'a', range: { start: 0, end: 3 }, frames: 5, tokens: 11, totalMs: 40, lastMs: 5, kvPositions: 11 },
       { peerId: 'head', range: { start: 3, end: 5 }, frames: 4, tokens: 10, totalMs: 2, lastMs: 0.5, kvPositions: 11 },
     ],
-    repairs: [{ kind: 'cache_miss', hop: 0, range: { start: 0, end: 3 }, peerId: 'a', position: 9, reason: 'evicted' }],
+    repairs: [{ kind: 'cache_miss', cause: 'cache_miss', hop: 0, range: { start: 0, end: 3 }, peerId: 'a', position: 9, reason: 'evicted' }],
     releases: [],
   });
 

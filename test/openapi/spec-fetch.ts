@@ -32,7 +32,7 @@ interface EndpointSchemas {
 
 /** Path → the spec's component schemas for its bodies and stream chunks. */
 const ENDPOINTS: readonly EndpointSchemas[] = [
-  { method: 'GET', path: /^\/v1\/models$/, body: 'ListModelsResponse' },
+  { method: 'GET', path: /^\/v1\/models\/?$/, body: 'ListModelsResponse' },
   { method: 'GET', path: /^\/v1\/models\/[^/]+$/, body: 'Model' },
   { method: 'POST', path: /^\/v1\/chat\/completions$/, body: 'CreateChatCompletionResponse', chunk: 'CreateChatCompletionStreamResponse', done: true },
   { method: 'POST', path: /^\/v1\/completions$/, body: 'CreateCompletionResponse', chunk: COMPLETION_STREAM_CHUNK, done: true },

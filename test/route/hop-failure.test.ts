@@ -13,8 +13,10 @@ describe('classifyHopFailure', () => {
     const cases: [unknown, string][] = [
       [new ProtocolError('cache_miss', 'evicted'), 'cache_miss'],
       [new LinkClosedError('the peer left'), 'lost'],
-      [new ProtocolError('not_ready', 'range not loaded'), 'lost'],
-      [new ProtocolError('unknown_session', 'released'), 'lost'],
+      [new ProtocolError('cancelled', 'the peer cancelled it'), 'lost'],
+      // An honest peer never says these to a leased hop of a live session.
+      [new ProtocolError('not_ready', 'range not loaded'), 'faulty'],
+      [new ProtocolError('unknown_session', 'released'), 'faulty'],
       [new HopDeadlineError(1, 'p2', 5000), 'hung'],
       [new LinkTimeoutError('frame request 3', 60_000), 'hung'],
       [new HopFailedError(1, 'p2', 'answered with activations of the wrong shape'), 'faulty'],
@@ -35,6 +37,7 @@ describe('classifyHopFailure', () => {
     }
     expect(quarantines({ kind: 'hung', reason: '' })).toBe(true);
     expect(quarantines({ kind: 'faulty', reason: '' })).toBe(true);
+    expect(quarantines({ kind: 'mismatch', reason: '' })).toBe(true);
     for (const kind of ['cache_miss', 'lost', 'fatal'] as const) expect(quarantines({ kind, reason: '' })).toBe(false);
   });
 });

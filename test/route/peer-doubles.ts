@@ -9,7 +9,8 @@ import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
 import { frameRequestId } from '../../src/shared/frame-layout.ts';
 
-export type PeerFault = 'nan' | 'shape' | 'foreign-request' | 'garbage' | 'internal' | 'silent';
+/** `echo`: a well-formed, finite, wrong answer — the frame's own input sent back as its result. */
+export type PeerFault = 'nan' | 'shape' | 'foreign-request' | 'garbage' | 'internal' | 'silent' | 'echo';
 
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
@@ -54,6 +55,8 @@ export class FaultyPeer implements ShardService {
         return { error: { kind: 'error', code: 'internal', message: 'GPU out of memory', requestId } };
       case 'garbage':
         return { frame: Uint8Array.from({ length: 200 }, (_, i) => (i * 37 + 11) & 0xff) };
+      case 'echo':
+        return { frame: encodeFrame({ ...decodeFrame(bytes), kind: 'result' }) };
     }
     const reply = await this.inner.handleFrame(bytes);
     if (!('frame' in reply)) return reply;

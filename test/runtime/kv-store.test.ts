@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { KV_BLOCK_POSITIONS, KvState, poolCapacity, type KvTensorOps, type LayerKv } from '../../src/core/runtime/kv-state.ts';
 import { KvStore } from '../../src/core/runtime/kv-store.ts';
+import { PrefixStore } from '../../src/core/runtime/prefix-store.ts';
 
 interface FakeTensor {
   readonly id: string;
@@ -266,5 +267,28 @@ describe('KvStore', () => {
     expect(disposed).toHaveLength(8);
     expect(store.stats()).toMatchObject({ entries: 0, bytes: 0, evictions: 0 });
     expect(store.find('a', r)).toBeUndefined();
+  });
+});
+
+describe('PrefixStore.releaseRange (layers unloaded from the peer)', () => {
+  it("frees every entry's state on that range, keeps the others, and drops entries left empty", () => {
+    const { ops, disposed } = fakeOps();
+    const prefixes = new PrefixStore<FakeTensor>(1 << 20);
+    const other = { start: 4, end: 6 };
+    const state = (id: string, r: { start: number; end: number }) => {
+      const s = new KvState(id, r, ops);
+      s.append(present(r.start, r.end, 8, `${id}@${r.start}`), 8);
+      return s;
+    };
+    expect(prefixes.keep('a', [state('a', range), state('a', other)], 8)).toBe(2);
+    expect(prefixes.keep('b', [state('b', range)], 8)).toBe(1);
+    const before = prefixes.bytes;
+    expect(prefixes.releaseRange(range)).toBe(2);
+    expect(prefixes.find('a', range, 8)).toBeUndefined();
+    expect(prefixes.find('a', other, 8)).toBeDefined();
+    expect(prefixes.find('b', range, 8)).toBeUndefined();
+    expect(prefixes.size).toBe(1);
+    expect(prefixes.bytes).toBe(before / 3);
+    expect(disposed.filter((id) => id.includes('@2')).length).toBe(8); // k and v of layers 2, 3 for a and b
   });
 });

@@ -42,6 +42,8 @@ const samples: Record<ControlKind, ControlMessage> = {
   released: { kind: 'released', id: 'c3', sessionId: SESSION, freedEntries: 2, keptPrefixes: 2 },
   fork: { kind: 'fork', id: 'c5', sessionId: SESSION, prefixId: '00000000-0000-4000-8000-000000000001', range: { start: 0, end: 3 }, length: 39 },
   forked: { kind: 'forked', id: 'c5', sessionId: SESSION, length: 39 },
+  unload: { kind: 'unload', id: 'c6', modelKey: 'stories260k@abc123', range: { start: 0, end: 3 } },
+  unloaded: { kind: 'unloaded', id: 'c6', range: { start: 0, end: 3 }, loaded: true, freedEntries: 1 },
   error: { kind: 'error', id: 'c4', code: 'cache_miss', message: 'evicted', sessionId: SESSION, requestId: 4294967295 },
   stats: {
     kind: 'stats',
@@ -223,6 +225,7 @@ describe('protocol constants', () => {
   it('same major is compatible, any minor', () => {
     expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 0 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
+    expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 0 })).toBe(false);
     expect(isCompatibleVersion({ major: 4, minor: 0 })).toBe(false);

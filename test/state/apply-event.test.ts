@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   FINISHED_SESSIONS_CAP,
+  GONE_PEER_TTL_MS,
   RATE_POINTS_CAP,
   applyEvent,
   emptyState,
@@ -65,6 +66,22 @@ describe('applyEvent: peers and route', () => {
     ]);
     expect(state.peers[0]!.kvBytes).toBe(4096);
     expect(state.peers[1]!.executionProvider).toBe('webgpu'); // the rest of a gone peer stays
+  });
+
+  it('a leaver is gone at once with no layers and no KV, stamped with when it left; peer.removed drops only a gone peer', () => {
+    const state = fold([
+      { kind: 'peer.joined', peer: peer('a') },
+      { kind: 'peer.updated', peer: peer('a', { status: 'ready', layers: [{ start: 0, end: 3 }], kvBytes: 4096, kvEntries: 3 }) },
+      { kind: 'peer.joined', peer: peer('b') },
+      { kind: 'peer.left', peerId: 'a', at: 1234 },
+    ]);
+    expect(state.peers.find((p) => p.id === 'a')).toMatchObject({ status: 'gone', layers: [], kvBytes: 0, kvEntries: 0, goneAt: 1234 });
+    const dropped = applyEvent(state, { kind: 'peer.removed', peerId: 'a' });
+    expect(dropped.peers.map((p) => p.id)).toEqual(['b']);
+    expect(applyEvent(dropped, { kind: 'peer.removed', peerId: 'b' }), 'a peer that is up is not dropped').toBe(dropped);
+    expect(parseMeshEvent('peer.left', { peerId: 'a', at: 99 })).toEqual({ kind: 'peer.left', peerId: 'a', at: 99 });
+    expect(parseMeshEvent('peer.removed', { peerId: 'a' })).toEqual({ kind: 'peer.removed', peerId: 'a' });
+    expect(GONE_PEER_TTL_MS).toBe(60_000);
   });
 
   it('a gone peer is not revived by an update, but a new join replaces it', () => {

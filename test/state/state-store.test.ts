@@ -14,7 +14,7 @@ const telemetry = (): SessionTelemetry => ({
   timeToFirstTokenMs: 100,
   outcome: 'running',
   hops: [{ peerId: 'a', range: { start: 0, end: 5 }, frames: 4, tokens: 14, totalMs: 10, lastMs: 2, kvPositions: 14 }],
-  repairs: [{ kind: 'replaced', hop: 0, range: { start: 0, end: 5 }, peerId: 'a', lostPeerId: 'b', position: 13, reason: 'peer left' }],
+  repairs: [{ kind: 'replaced', cause: 'lost', hop: 0, range: { start: 0, end: 5 }, peerId: 'a', lostPeerId: 'b', position: 13, reason: 'peer left' }],
   releases: [],
 });
 

@@ -1,6 +1,6 @@
 /**
  * The peer's end of a socket: binary frames go to the ShardPeer and its result (or error)
- * goes back; control requests (assign, release, ping, stats) are answered with the same
+ * goes back; control requests (assign, release, unload, ping, stats) are answered with the same
  * id; anything else (welcome, errors from the head) goes to `onMessage`. Used by Node and
  * browser peers alike, over relay and direct sockets.
  */
@@ -9,7 +9,7 @@ import { parseControlMessage, serializeControlMessage, type ControlMessage } fro
 import type { LinkSocket } from '../runtime/socket-link.ts';
 import type { ShardService } from '../runtime/shard-service.ts';
 
-const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'fork', 'ping', 'stats']);
+const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'unload', 'fork', 'ping', 'stats']);
 
 export class PeerEndpoint {
   private closed = false;

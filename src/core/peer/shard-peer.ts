@@ -1,7 +1,8 @@
 /**
  * ShardPeer: what every peer runs, whatever its runtime or link. It holds one executor per
- * assigned layer range (a peer may hold several), one KvStore for all of them (the memory
- * budget and LRU eviction), and answers activation frames and control messages. Nothing a
+ * assigned layer range (a peer may hold several, until the head unloads the ones no plan
+ * uses), one KvStore for all of them (the memory budget — what the loaded ranges' weights
+ * leave — and LRU eviction), and answers activation frames and control messages. Nothing a
  * sender puts in a frame or message can reach another session's state: refusals come back
  * as typed errors and the peer keeps serving.
  */
@@ -63,6 +64,9 @@ const RELEASED_MEMORY = 4096;
 export class ShardPeer implements ShardService {
   private readonly executors = new Map<number, ShardExecutor>();
   private readonly loading = new Map<number, Promise<ShardExecutor>>();
+  /** Steps running per range, and who waits for a range to be idle (an unload). */
+  private readonly running = new Map<number, number>();
+  private readonly idleWaiters = new Map<number, (() => void)[]>();
   /** The peer's KV (created with its first range). Protected: a test double evicts through it. */
   protected store: KvStore<unknown> | undefined;
   private readonly released = new Set<string>();
@@ -130,6 +134,10 @@ export class ShardPeer implements ShardService {
           const { format, blockSize, accuracyLevel } = executor.weights;
           return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Date.now() - started, device: executor.device, weights: { format, blockSize, accuracyLevel } };
         }
+        case 'unload': {
+          const { loaded, freedEntries } = await this.unloadRange(message.range);
+          return { kind: 'unloaded', id, range: message.range, loaded, freedEntries };
+        }
         case 'release': {
           let keptPrefixes: number | undefined;
           let freedEntries: number;
@@ -189,6 +197,25 @@ export class ShardPeer implements ShardService {
     await Promise.all(executors.map((e) => e.dispose()));
   }
 
+  /**
+   * Drop `range`: no new step starts on it, the steps running finish, then its KV and its
+   * executor are freed and the KV budget gets its weights back. A range being loaded is
+   * unloaded once it is.
+   */
+  private async unloadRange(range: LayerRange): Promise<{ loaded: boolean; freedEntries: number }> {
+    const key = rangeKey(range);
+    await this.loading.get(key)?.catch(() => undefined);
+    const executor = this.executors.get(key);
+    if (!executor) return { loaded: false, freedEntries: 0 };
+    this.executors.delete(key);
+    if ((this.running.get(key) ?? 0) > 0) await new Promise<void>((resolve) => this.idleWaiters.set(key, [...(this.idleWaiters.get(key) ?? []), resolve]));
+    const freedEntries = this.store?.releaseRange(range) ?? 0;
+    this.prefixes.releaseRange(range); // prefix entries on those layers could never be forked again
+    await executor.dispose();
+    this.store?.setBudget(this.kvBudget());
+    return { loaded: true, freedEntries };
+  }
+
   private async ensureRange(assign: AssignMessage): Promise<ShardExecutor> {
     const wanted = assignedWeights(assign);
     const formats = this.options.weightFormats ?? WIRE_WEIGHT_FORMATS;
@@ -235,7 +262,9 @@ export class ShardPeer implements ShardService {
     // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
     const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
+    const key = rangeKey(frame.range);
     this.store.pin(kv);
+    this.running.set(key, (this.running.get(key) ?? 0) + 1);
     try {
       return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);
     } catch (error) {
@@ -245,6 +274,7 @@ export class ShardPeer implements ShardService {
     } finally {
       this.store.unpin(kv);
       this.store.enforceBudget(kv);
+      this.stepEnded(key);
     }
   }
 
@@ -279,7 +309,15 @@ export class ShardPeer implements ShardService {
       if (!executor || !this.store) {
         throw new ProtocolError('not_ready', `layers [${frame.range.start}, ${frame.range.end}) are not loaded on this peer`, { requestId: frame.requestId });
       }
-      const results = await this.runEntries(executor, frame);
+      // Counted as running on its range, like a single step: an unload waits for it.
+      const key = rangeKey(frame.range);
+      this.running.set(key, (this.running.get(key) ?? 0) + 1);
+      let results: BatchEntry[];
+      try {
+        results = await this.runEntries(executor, frame);
+      } finally {
+        this.stepEnded(key);
+      }
       this.batches.frames++;
       this.batches.entries += frame.entries.length;
       return { frame: encodeBatchFrame({ ...frame, kind: 'batch-result', entries: results }) };
@@ -348,6 +386,15 @@ export class ShardPeer implements ShardService {
     }
     this.framesServed++;
     return results;
+  }
+
+  private stepEnded(key: number): void {
+    const left = (this.running.get(key) ?? 1) - 1;
+    if (left > 0) return void this.running.set(key, left);
+    this.running.delete(key);
+    const waiters = this.idleWaiters.get(key);
+    this.idleWaiters.delete(key);
+    for (const wake of waiters ?? []) wake();
   }
 
   /** The memory budget less the weights of every loaded range. */

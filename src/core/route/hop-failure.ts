@@ -4,20 +4,26 @@
  */
 import { isProtocolError } from '../../shared/protocol-error.ts';
 import { LinkAnswerError, LinkClosedError, LinkTimeoutError } from '../runtime/peer-link.ts';
-import { HopDeadlineError, HopFailedError } from './route-errors.ts';
+import { HopDeadlineError, HopFailedError, HopMismatchError } from './route-errors.ts';
 
 /**
  * - `cache_miss`: the peer lost this session's KV (evicted, restarted): replay the hop's
  *   history to the same peer.
- * - `lost`: the peer is gone (its link closed) or no longer serves this range or session:
- *   replace it. Not its fault; no quarantine.
+ * - `lost`: the peer is gone (its link closed) or cancelled the request: replace it. Not its
+ *   fault; no quarantine.
  * - `hung`: no answer within the hop's deadline: replace it and quarantine the peer.
  * - `faulty`: an answer the session cannot use (another request's frame, the wrong shape,
- *   NaN/Inf, garbage bytes) or the peer's own failure (`internal`, e.g. GPU out of memory):
- *   replace it and quarantine the peer.
+ *   NaN/Inf, garbage bytes), the peer's own failure (`internal`, e.g. GPU out of memory), or
+ *   a refusal an honest peer never gives a leased hop: `not_ready` for a range it answered
+ *   `ready` for (the head unloads only ranges nobody leases), `unknown_session` for a session
+ *   the head has not released, `cache_miss` for a prefill (which builds the state; the
+ *   session decides that one, as only it knows the frame's position): replace it and
+ *   quarantine the peer.
+ * - `mismatch`: a well-formed answer that disagreed with a replay of the same steps on
+ *   another holder of the range (`--verify`, verify-hop.ts): replace it and quarantine the peer.
  * - `fatal`: not the peer's doing (a bug in the head, bad input): the session ends.
  */
-export type HopFailureKind = 'cache_miss' | 'lost' | 'hung' | 'faulty' | 'fatal';
+export type HopFailureKind = 'cache_miss' | 'lost' | 'hung' | 'faulty' | 'mismatch' | 'fatal';
 
 export interface HopFailure {
   readonly kind: HopFailureKind;
@@ -25,7 +31,7 @@ export interface HopFailure {
 }
 
 /** Codes a peer reports that mean "not here (any more)" rather than "broken". */
-const LOST_CODES = new Set(['not_ready', 'unknown_session', 'cancelled']);
+const LOST_CODES = new Set(['cancelled']);
 
 /**
  * Classify what a hop call threw. Errors the session raised about an answer (HopFailedError),
@@ -36,6 +42,7 @@ const LOST_CODES = new Set(['not_ready', 'unknown_session', 'cancelled']);
 export function classifyHopFailure(error: unknown): HopFailure {
   const reason = error instanceof Error ? error.message : String(error);
   if (error instanceof HopDeadlineError || error instanceof LinkTimeoutError) return { kind: 'hung', reason };
+  if (error instanceof HopMismatchError) return { kind: 'mismatch', reason };
   if (error instanceof LinkClosedError) return { kind: 'lost', reason };
   if (error instanceof HopFailedError || error instanceof LinkAnswerError) return { kind: 'faulty', reason };
   if (isProtocolError(error)) {
@@ -50,5 +57,5 @@ export function classifyHopFailure(error: unknown): HopFailure {
 
 /** Whether the peer should be quarantined (not trusted by other sessions for a while). */
 export function quarantines(failure: HopFailure): boolean {
-  return failure.kind === 'hung' || failure.kind === 'faulty';
+  return failure.kind === 'hung' || failure.kind === 'faulty' || failure.kind === 'mismatch';
 }

@@ -5,7 +5,10 @@
  * loaded on demand (`assign` → `ready`) and remembered, and a peer that does not get ready in
  * time is quarantined and the plan made again without it. A peer a session reports as hung
  * or faulty is quarantined with a bounded back-off. A peer whose link closes leaves the mesh.
- * Each lease handed out is a LeasedLink over the peer's link.
+ * Each lease handed out is a LeasedLink over the peer's link. A range that no plan uses any
+ * more (neither the plan over the peers that are up, nor the one that ignores quarantine) and
+ * that no session holds a lease on is unloaded from its peer (`unload`) once it has stayed so
+ * for `unloadGraceMs`: a peer holds what the route needs, not every range it was ever given.
  */
 import type { AssignMessage, ShardConfigSummary } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
@@ -24,6 +27,7 @@ import { PlanError } from './plan-error.ts';
 import { DEFAULT_QUARANTINE, QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
 import { RouteUnavailableError } from './route-errors.ts';
 import type { HopLease, RouteProvider } from './route-types.ts';
+import type { VerifierSource } from './verify-hop.ts';
 
 export interface MeshModel {
   readonly modelKey: string;
@@ -51,6 +55,11 @@ export interface MeshOptions extends PlanOptions {
    * (BatchingLink; default true). Off: every step travels alone.
    */
   readonly batching?: boolean;
+  /**
+   * A range unused this long — in neither plan, no lease opened or closed on it, and no change
+   * to the mesh — is unloaded from its peer (default 5 s).
+   */
+  readonly unloadGraceMs?: number;
 }
 
 export interface MeshPeerInit {
@@ -76,17 +85,30 @@ export interface MeshPeer extends MeshPeerInit {
 }
 
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
+export const DEFAULT_UNLOAD_GRACE_MS = 5000;
+/** How long a peer may take to answer `unload`; past it the range counts as still loaded. */
+export const UNLOAD_TIMEOUT_MS = 10_000;
 
 const key = (r: LayerRange) => `${r.start}:${r.end}`;
 const rangeText = (r: LayerRange) => `[${r.start}, ${r.end})`;
 
-export class Mesh implements RouteProvider {
+export class Mesh implements RouteProvider, VerifierSource {
   private readonly members = new Map<string, MeshPeer>();
   private readonly loading = new Map<string, Promise<void>>();
   private readonly latencies = new WeakMap<MeshPeer, Map<string, HopLatency>>();
   private readonly listeners = new Set<() => void>();
   private readonly clock: Clock;
   private readonly quarantines: QuarantineBook;
+  /** Open leases per `peer@start:end`: a leased range is in use whatever the plan says. */
+  private readonly leased = new Map<string, number>();
+  /** Peers that refused or did not answer an `unload` (a 2.0 peer): their ranges stay. */
+  private readonly keepsRanges = new WeakSet<MeshPeer>();
+  /** When each `peer@start:end` was last in use: loaded, leased or released, or in a plan at a sweep. */
+  private readonly lastUsed = new Map<string, number>();
+  /** When the mesh last changed (a peer came or went, a range loaded or unloaded, a quarantine). */
+  private changedAt = 0;
+  private cancelSweep: (() => void) | undefined;
+  private sweepAt: number | undefined;
 
   constructor(
     readonly model: MeshModel,
@@ -225,6 +247,50 @@ export class Mesh implements RouteProvider {
     return undefined;
   }
 
+  /**
+   * A witness for `--verify`: the head itself when it is in the mesh, not the suspect and not
+   * quarantined (it loads the range if it must and the range fits its memory budget beside
+   * what it holds), else another peer that holds the range already. Undefined when there is none.
+   */
+  async verifierFor(range: LayerRange, suspect: string, signal?: AbortSignal): Promise<HopLease | undefined> {
+    const head = this.members.get(HEAD_PEER_ID);
+    const candidates = [...(head && head.id !== suspect && !head.quarantine && this.fitsHead(head, range) ? [head] : [])];
+    for (const peer of this.members.values()) {
+      if (peer.id !== HEAD_PEER_ID && peer.id !== suspect && !peer.quarantine && this.holds(peer.id, range)) candidates.push(peer);
+    }
+    for (const peer of candidates) {
+      try {
+        await untilAborted(this.ensureLoaded(peer, range), signal);
+        return this.lease(peer.id, range);
+      } catch {
+        signal?.throwIfAborted();
+      }
+    }
+    return undefined;
+  }
+
+  /** The head witnesses a range it holds, or one that fits its memory budget beside what it holds. */
+  private fitsHead(head: MeshPeer, range: LayerRange): boolean {
+    if (this.holds(head.id, range)) return true;
+    const layers = head.ranges.reduce((sum, r) => sum + (r.end - r.start), range.end - range.start);
+    return layers * this.model.bytesPerLayer <= (this.options.headBudgetBytes ?? head.memoryBudgetBytes);
+  }
+
+  weightsOf(peerId: string): WireWeights | undefined {
+    const peer = this.members.get(peerId);
+    return peer && (peer.weights ?? this.model.weights);
+  }
+
+  deviceOf(peerId: string): string | undefined {
+    const peer = this.members.get(peerId);
+    return peer?.device ?? peer?.executionProvider;
+  }
+
+  /** The head's own layers are not checked by `--verify`. */
+  trusts(peerId: string): boolean {
+    return peerId === HEAD_PEER_ID;
+  }
+
   /** A session saw `peerId` hang or answer something unusable: quarantine it. */
   reportFault(peerId: string, range: LayerRange, failure: HopFailure): void {
     if (!this.members.has(peerId)) return;
@@ -281,11 +347,15 @@ export class Mesh implements RouteProvider {
         throw error;
       });
       if (answer.kind !== 'ready') throw new RouteUnavailableError(`peer ${peer.id} answered '${answer.kind}' to assign`);
+      if (key(answer.range) !== key(range) || answer.modelKey !== this.model.modelKey) {
+        throw new RouteUnavailableError(`peer ${peer.id} answered 'ready' for ${answer.modelKey} layers ${rangeText(answer.range)}, not the ${rangeText(range)} it was assigned`);
+      }
       if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
         throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
       }
       if (this.members.get(peer.id) !== peer) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
       peer.ranges.push(range);
+      this.lastUsed.set(`${peer.id}@${key(range)}`, this.clock.now());
       peer.device = answer.device;
       peer.weights = answer.weights ?? this.model.weights;
       this.latencyMap(peer).set(key(range), new HopLatency()); // a newly loaded range: its first frame has no deadline
@@ -313,7 +383,101 @@ export class Mesh implements RouteProvider {
     const latencies = this.latencyMap(peer);
     let latency = latencies.get(key(range));
     if (!latency) latencies.set(key(range), (latency = new HopLatency()));
-    return { peerId, range, link: new LeasedLink(peer.link), latency };
+    const link = new LeasedLink(peer.link);
+    const held = `${peerId}@${key(range)}`;
+    this.leased.set(held, (this.leased.get(held) ?? 0) + 1);
+    this.lastUsed.set(held, this.clock.now());
+    void link.closed.then(() => {
+      this.lastUsed.set(held, this.clock.now());
+      const left = (this.leased.get(held) ?? 1) - 1;
+      if (left > 0) return void this.leased.set(held, left);
+      this.leased.delete(held);
+      this.scheduleSweep();
+    });
+    return { peerId, range, link, latency };
+  }
+
+  /**
+   * Look for unused ranges in `ms` (the grace period by default), unless a sweep is already due
+   * sooner. A pending sweep is not pushed back by new activity — under steady traffic, where a
+   * lease closes every moment, a stale range must still go — the sweep itself checks that each
+   * range it unloads was idle for the whole grace period, and comes back for those not yet due.
+   */
+  private scheduleSweep(ms = this.options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS): void {
+    const at = this.clock.now() + ms;
+    if (this.cancelSweep && this.sweepAt !== undefined && this.sweepAt <= at) return;
+    this.cancelSweep?.();
+    this.sweepAt = at;
+    this.cancelSweep = this.clock.setTimeout(() => {
+      this.cancelSweep = undefined;
+      this.sweepAt = undefined;
+      this.sweep();
+    }, ms);
+  }
+
+  /**
+   * Unload every range that neither plan uses, no lease holds, and that was idle — no lease
+   * opened or closed on it, no change to the mesh — for the grace period (none while there is
+   * no plan). Ranges unused but not idle long enough get a later sweep.
+   */
+  private sweep(): void {
+    const now = this.clock.now();
+    const grace = this.options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS;
+    const used = new Set<string>();
+    for (const ignoreQuarantine of [false, true]) {
+      try {
+        for (const hop of this.planOver(ignoreQuarantine).hops) used.add(`${hop.peerId}@${key(hop.range)}`);
+      } catch {
+        if (!ignoreQuarantine) return; // no route now: keep everything, it may be needed when peers come back
+      }
+    }
+    const due: [MeshPeer, LayerRange][] = [];
+    let nextDue = Infinity;
+    for (const peer of this.members.values()) {
+      if (this.keepsRanges.has(peer)) continue;
+      for (const range of peer.ranges) {
+        const held = `${peer.id}@${key(range)}`;
+        if (used.has(held) || this.leased.has(held) || this.loading.has(held)) {
+          this.lastUsed.set(held, now);
+          continue;
+        }
+        const idleSince = Math.max(this.lastUsed.get(held) ?? now, this.changedAt);
+        if (now - idleSince >= grace) due.push([peer, range]);
+        else nextDue = Math.min(nextDue, idleSince + grace);
+      }
+    }
+    for (const held of this.lastUsed.keys()) {
+      const [peerId] = held.split('@');
+      if (!this.members.has(peerId!)) this.lastUsed.delete(held);
+    }
+    for (const [peer, range] of due) void this.unload(peer, range);
+    if (nextDue < Infinity) this.scheduleSweep(Math.max(1, nextDue - now));
+  }
+
+  /**
+   * Ask `peer` to unload `range`. It is not routed from now on; a peer that refuses (a 2.0 peer
+   * does not know `unload`) or does not answer keeps it counted as loaded, and is not asked again.
+   */
+  private async unload(peer: MeshPeer, range: LayerRange): Promise<void> {
+    const index = peer.ranges.findIndex((r) => key(r) === key(range));
+    if (index < 0) return;
+    peer.ranges.splice(index, 1);
+    this.lastUsed.delete(`${peer.id}@${key(range)}`);
+    this.latencyMap(peer).delete(key(range));
+    this.changed();
+    const deadline = new AbortController();
+    const cancel = this.clock.setTimeout(() => deadline.abort(new Error(`no 'unloaded' within ${UNLOAD_TIMEOUT_MS} ms`)), UNLOAD_TIMEOUT_MS);
+    try {
+      const answer = await peer.link.control({ kind: 'unload', modelKey: this.model.modelKey, range }, deadline.signal);
+      if (answer.kind !== 'unloaded') throw new Error(`answered '${answer.kind}' to unload`);
+    } catch {
+      if (this.members.get(peer.id) !== peer) return;
+      this.keepsRanges.add(peer);
+      if (!this.holds(peer.id, range)) peer.ranges.push(range);
+      this.changed();
+    } finally {
+      cancel();
+    }
   }
 
   private member(id: string): MeshPeer {
@@ -375,6 +539,8 @@ export class Mesh implements RouteProvider {
   }
 
   private changed(): void {
+    this.changedAt = this.clock.now();
+    this.scheduleSweep(); // the plan may have moved
     for (const listener of this.listeners) listener();
   }
 }

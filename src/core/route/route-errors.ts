@@ -33,6 +33,23 @@ export class HopDeadlineError extends Error {
   }
 }
 
+/**
+ * `--verify`: a hop's well-formed answer disagreed with a replay of the same inputs on another
+ * holder of its range (`difference` and `tolerance` relative to the answer's scale; verify-hop.ts).
+ */
+export class HopMismatchError extends Error {
+  override readonly name = 'HopMismatchError';
+  constructor(
+    readonly hop: number,
+    readonly peerId: string,
+    readonly witnessId: string,
+    readonly difference: number,
+    readonly tolerance: number,
+  ) {
+    super(`hop ${hop} (peer ${peerId}) answered activations that differ from ${witnessId}'s replay by ${difference.toPrecision(2)}, over the tolerance ${tolerance}`);
+  }
+}
+
 /** Every session slot (`--max-sessions`) is taken. */
 export class SessionLimitError extends Error {
   override readonly name = 'SessionLimitError';

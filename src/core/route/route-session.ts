@@ -29,8 +29,9 @@ import { HopHistory } from './hop-history.ts';
 import { HopLatency } from './hop-latency.ts';
 import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
 import type { PrefixMatch, PrefixRegistry } from './prefix-registry.ts';
-import type { HopLease, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
+import type { HopLease, RepairCause, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
 import { TokenOutput } from './token-output.ts';
+import type { HopVerifier } from './verify-hop.ts';
 
 export interface RouteSessionRequest {
   readonly sessionId: string; // a lowercase UUID
@@ -80,6 +81,8 @@ export interface RouteSessionDeps extends SessionPolicy {
    * prefill only the rest), and leave a finished session's KV behind as a new entry.
    */
   readonly prefixes?: PrefixRegistry;
+  /** `--verify`: checks a sampled share of hop answers against a replay elsewhere (verify-hop.ts). */
+  readonly verifier?: HopVerifier;
 }
 
 interface HopState {
@@ -322,20 +325,25 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     for (;;) {
       signal.throwIfAborted();
       try {
+        let answer: Activations;
         if (hop.stale) {
           const replayed = await this.send(index, hop.history.replay(), 0, signal);
           hop.stale = false;
-          return lastPositions(replayed, hidden.tokens);
-        }
-        return await this.send(index, hidden, position, signal);
+          answer = lastPositions(replayed, hidden.tokens);
+        } else answer = await this.send(index, hidden, position, signal);
+        // --verify: a sampled answer is checked against a replay elsewhere; a mismatch throws (→ 'mismatch').
+        await this.deps.verifier?.check({ hop: index, peerId: hop.lease.peerId, range: hop.lease.range, history: hop.history, answer }, signal);
+        return answer;
       } catch (error) {
         if (signal.aborted) throw signal.reason;
         let failure = classifyHopFailure(error);
+        // A prefill builds the state: an honest peer never answers it with a cache miss.
+        if (failure.kind === 'cache_miss' && (hop.stale || position === 0)) failure = { kind: 'faulty', reason: `answered cache_miss to a prefill: ${failure.reason}` };
         if (failure.kind === 'cache_miss') {
           if (rebuilds < maxRebuilds) {
             rebuilds++;
             hop.stale = true;
-            this.repair('cache_miss', index, hop.lease.peerId, undefined, failure.reason);
+            this.repair('cache_miss', 'cache_miss', index, hop.lease.peerId, undefined, failure.reason);
             continue;
           }
           failure = { kind: 'lost', reason: `${failure.reason} (still missing after ${rebuilds} rebuilds)` };
@@ -368,12 +376,12 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     hop.latency = lease.latency ?? new HopLatency();
     hop.stale = true;
     this.telemetry.hops[index].peerId = lease.peerId;
-    this.repair('replaced', index, lease.peerId, lost, `${failure.kind}: ${failure.reason}`);
+    this.repair('replaced', failure.kind as RepairCause, index, lease.peerId, lost, `${failure.kind}: ${failure.reason}`);
   }
 
-  private repair(kind: 'cache_miss' | 'replaced', hop: number, peerId: string, lostPeerId: string | undefined, reason: string): void {
+  private repair(kind: 'cache_miss' | 'replaced', cause: RepairCause, hop: number, peerId: string, lostPeerId: string | undefined, reason: string): void {
     const state = this.hops[hop];
-    this.telemetry.repairs.push({ kind, hop, range: state.lease.range, peerId, lostPeerId, position: state.history.length, reason });
+    this.telemetry.repairs.push({ kind, cause, hop, range: state.lease.range, peerId, lostPeerId, position: state.history.length, reason });
     this.deps.onUpdate?.(this.telemetry);
   }
 

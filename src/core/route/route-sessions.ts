@@ -16,6 +16,7 @@ import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import { validateSamplingParams, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type SessionPolicy } from './route-session.ts';
+import type { HopVerifier } from './verify-hop.ts';
 import type { RouteProvider, SessionTelemetry } from './route-types.ts';
 
 export interface SessionRequest {
@@ -67,6 +68,8 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly observer?: SessionObserver;
   /** Prefix reuse across requests (see RouteSessionDeps.prefixes). */
   readonly prefixes?: PrefixRegistry;
+  /** `--verify`: checks a sampled share of hop answers (verify-hop.ts). */
+  readonly verifier?: HopVerifier;
 }
 
 export class RouteSessions {
@@ -125,7 +128,7 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefixes } = this.options;
+    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefixes, verifier } = this.options;
     const session = new RouteSession(
       {
         head,
@@ -139,6 +142,7 @@ export class RouteSessions {
         releaseTimeoutMs,
         hopTimeoutMs,
         prefixes,
+        verifier,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },

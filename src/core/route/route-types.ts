@@ -5,7 +5,7 @@
 import type { LayerRange } from '../model/types.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { FinishReason, TokenLogprob } from '../sampling/index.ts';
-import type { HopFailure } from './hop-failure.ts';
+import type { HopFailure, HopFailureKind } from './hop-failure.ts';
 import type { HopLatency } from './hop-latency.ts';
 
 /** One hop a session may use: a peer holding `range`, reached through `link`. */
@@ -32,8 +32,12 @@ export interface RouteProvider {
 
 export type RepairKind = 'cache_miss' | 'replaced';
 
+/** Why a hop was repaired: a cache miss, or the HopFailureKind that made the session replace it. */
+export type RepairCause = 'cache_miss' | Exclude<HopFailureKind, 'fatal' | 'cache_miss'>;
+
 export interface RepairRecord {
   readonly kind: RepairKind;
+  readonly cause: RepairCause;
   readonly hop: number;
   readonly range: LayerRange;
   readonly peerId: string; // the peer that served the hop after the repair

@@ -6,7 +6,6 @@
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
 import type { ShardService } from './shard-service.ts';
-import { untilAborted } from './abort.ts';
 import { frameRequestId, FRAME_HEADER_BYTES, stampFrameRequestId } from '../../shared/frame-layout.ts';
 import { LinkAnswerError, LinkClosedError, type PeerLink } from './peer-link.ts';
 
@@ -14,8 +13,12 @@ export class InProcessLink implements PeerLink {
   readonly closed: Promise<void>;
   private markClosed!: () => void;
   private closeReason: string | undefined;
-  /** Aborted (with a LinkClosedError) by close: pending calls reject at once, as on a socket. */
-  private readonly ended = new AbortController();
+  /**
+   * The calls in flight, each by its rejecter: close rejects them at once, as on a socket. A
+   * set, not an abort listener per call on one long-lived signal: the head's own layers take
+   * every session's frames on one link (32 sessions, 32 listeners, and Node's warning).
+   */
+  private readonly pending = new Set<(error: unknown) => void>();
   private lastRequestId = 0;
 
   constructor(private readonly peer: ShardService) {
@@ -48,7 +51,8 @@ export class InProcessLink implements PeerLink {
   async close(reason = 'closed by the head'): Promise<void> {
     if (this.closeReason !== undefined) return;
     this.closeReason = reason;
-    this.ended.abort(new LinkClosedError(reason));
+    const error = new LinkClosedError(reason);
+    for (const fail of [...this.pending]) fail(error);
     this.markClosed();
   }
 
@@ -59,7 +63,25 @@ export class InProcessLink implements PeerLink {
   private async call<T>(work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (this.closeReason !== undefined) throw new LinkClosedError(this.closeReason);
     signal?.throwIfAborted();
-    return untilAborted(work(), signal, this.ended.signal);
+    return new Promise<T>((resolve, reject) => {
+      const settle = () => {
+        this.pending.delete(fail);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const fail = (error: unknown) => {
+        settle();
+        reject(error);
+      };
+      const onAbort = () => fail(signal!.reason);
+      this.pending.add(fail);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      work().then(
+        (value) => {
+          settle();
+          resolve(value);
+        },
+        (error: unknown) => fail(error),
+      );
+    });
   }
-
 }

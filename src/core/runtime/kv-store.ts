@@ -79,6 +79,13 @@ export class KvStore<T> {
     return states.length;
   }
 
+  /** Dispose every state held for `range` (the range is being unloaded). Returns how many were freed. */
+  releaseRange(range: LayerRange): number {
+    const states = [...this.lru].filter((s) => sameRange(s.range, range));
+    for (const state of states) this.discard(state);
+    return states.length;
+  }
+
   /**
    * Mark a state as in use by a running step: it is never evicted until unpinned (another
    * session's step must not dispose tensors a running step is about to replace).

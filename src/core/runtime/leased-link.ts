@@ -2,10 +2,35 @@
  * A session's lease on a shared link: requests go through the shared link, but closing the
  * lease only ends this session's use of it (its in-flight calls reject with LinkClosedError)
  * and leaves the socket to its owner, the mesh. `closed` resolves when either closes.
+ *
+ * Why a registry and not `shared.closed.then(…)` per lease: a peer's link lives as long as
+ * the peer, and a promise's reactions cannot be removed, so every lease ever made — and,
+ * through it, its session and that session's activation history — stayed reachable until the
+ * peer left (the head's memory grew with every token served). One reaction per shared link
+ * ends the leases still open on it; a closed lease leaves the set.
  */
 import type { ControlMessage } from '../../shared/control.ts';
 import { untilAborted } from './abort.ts';
 import { LinkClosedError, type PeerLink } from './peer-link.ts';
+
+/** The open leases of each shared link, and the links already closed (whose new leases end at once). */
+const openLeases = new WeakMap<PeerLink, Set<LeasedLink>>();
+const closedLinks = new WeakSet<PeerLink>();
+
+function register(shared: PeerLink, lease: LeasedLink): void {
+  if (closedLinks.has(shared)) return lease.end('the peer link closed');
+  let leases = openLeases.get(shared);
+  if (!leases) {
+    const set = (leases = new Set());
+    openLeases.set(shared, set);
+    void shared.closed.then(() => {
+      closedLinks.add(shared);
+      openLeases.delete(shared);
+      for (const open of [...set]) open.end('the peer link closed');
+    });
+  }
+  leases.add(lease);
+}
 
 export class LeasedLink implements PeerLink {
   readonly closed: Promise<void>;
@@ -14,7 +39,7 @@ export class LeasedLink implements PeerLink {
 
   constructor(private readonly shared: PeerLink) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
-    void shared.closed.then(() => this.end('the peer link closed'));
+    register(shared, this);
   }
 
   private get isClosed(): boolean {
@@ -33,8 +58,10 @@ export class LeasedLink implements PeerLink {
     this.end(reason);
   }
 
-  private end(reason: string): void {
+  /** End this lease (idempotent): its calls reject with LinkClosedError; the shared link stays. */
+  end(reason: string): void {
     if (this.isClosed) return;
+    openLeases.get(this.shared)?.delete(this);
     this.ended.abort(new LinkClosedError(reason));
     this.markClosed();
   }

@@ -84,6 +84,21 @@ export class PrefixStore<T> {
     return { entries: this.entries.size, bytes: this.total, budgetBytes: this.budgetBytes, hits: this.hits, evictions: this.evictions };
   }
 
+  /** Free every entry's state on `range` (its layers were unloaded); entries left with none go. Returns the states freed. */
+  releaseRange(range: LayerRange): number {
+    let freed = 0;
+    for (const [id, states] of [...this.entries]) {
+      const gone = states.filter((s) => sameRange(s.range, range));
+      if (gone.length === 0) continue;
+      for (const s of gone) s.dispose();
+      freed += gone.length;
+      const left = states.filter((s) => !gone.includes(s));
+      if (left.length === 0) this.entries.delete(id);
+      else this.entries.set(id, left);
+    }
+    return freed;
+  }
+
   /** Free every entry. */
   clear(): void {
     for (const id of [...this.entries.keys()]) this.drop(id);

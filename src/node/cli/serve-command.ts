@@ -38,6 +38,11 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --hop-timeout S      a hop that does not answer a frame within S seconds (default 5; more for
                        frames with many positions, from its recent latency) is replaced and its
                        peer quarantined
+  --verify F           for meshes with untrusted peers: check a share F (0–1; default 0, off)
+                       of hop answers by replaying that hop's inputs on the head (or another
+                       holder of its layers); a peer that disagrees is quarantined
+  --request-timeout S  a client must send a request's headers, and then its whole body, within
+                       S seconds each (default 30), else 408
   --ready-timeout S    a peer that does not get ready for its layers within S seconds (default 30)
                        is dropped from the plan and quarantined
   --chat-template FILE a Jinja chat template overriding the model's
@@ -78,6 +83,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'peer-wait': { type: 'string' },
       'hop-timeout': { type: 'string' },
       'ready-timeout': { type: 'string' },
+      'request-timeout': { type: 'string' },
+      verify: { type: 'string' },
       'chat-template': { type: 'string' },
       device: { type: 'string' },
       dtype: { type: 'string' },
@@ -118,6 +125,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     minPeers: parseInteger('min-peers', values['min-peers'], 0),
     peerWaitSeconds: parseInteger('peer-wait', values['peer-wait'], 60, 1),
     hopTimeoutMs: parseNumber('hop-timeout', values['hop-timeout'], 5, (n) => n > 0) * 1000,
+    verifyFraction: parseNumber('verify', values.verify, 0, (n) => n >= 0 && n <= 1),
+    requestTimeoutMs: parseNumber('request-timeout', values['request-timeout'], 30, (n) => n > 0) * 1000,
     readyTimeoutMs: parseNumber('ready-timeout', values['ready-timeout'], 30, (n) => n > 0) * 1000,
     chatTemplateFile: values['chat-template'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),

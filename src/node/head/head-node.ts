@@ -18,6 +18,8 @@ import { WorkerShardService } from '../peer/worker-shard.ts';
 import { Mesh } from '../../core/route/mesh.ts';
 import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
 import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
+import { HopVerifier, type VerifyResult } from '../../core/route/verify-hop.ts';
+import type { Rng } from '../../core/sampling/rng.ts';
 import { generationLimits, type GenerationLimits } from '../../core/model/generation-limits.ts';
 import { InProcessLink } from '../../core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../core/runtime/peer-link.ts';
@@ -57,6 +59,10 @@ export interface HeadOptions {
   /** The head's memory budget for its own layers and KV (default: half the free memory). */
   readonly memoryBudgetBytes?: number;
   readonly linkTimeoutMs?: number;
+  /** Headers (and, with a grace, whole requests) must arrive within this (`--request-timeout`; start-server.ts). */
+  readonly requestTimeoutMs?: number;
+  /** The raw HTTP answer to malformed or late requests Node refuses itself (start-server.ts). */
+  readonly clientError?: (error: NodeJS.ErrnoException) => string | undefined;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
   readonly log?: (line: string) => void;
@@ -85,6 +91,12 @@ export interface HeadSessionOptions {
   /** Floor of every hop's deadline (`--hop-timeout`, default 5 s). */
   readonly hopTimeoutMs?: number;
   readonly observer?: SessionObserver;
+  /** `--verify`: the share of hop steps checked against a replay elsewhere (0 or absent: none). */
+  readonly verifyFraction?: number;
+  /** Each verification's outcome (metrics, logs). */
+  readonly onVerify?: (result: VerifyResult, peerId: string, detail: string) => void;
+  /** Draws the verified steps (tests seed it). */
+  readonly verifyRng?: Rng;
 }
 
 /** Floor of every hop's deadline when `--hop-timeout` is not given. */
@@ -146,6 +158,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
 
   const limits = generationLimits(model.checkpoint.config, options.tokenizer);
   const s = options.sessions ?? {};
+  const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
   const sessions = new RouteSessions({
     head: headRunner,
     route: mesh,
@@ -156,6 +169,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
     observer: s.observer,
     prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
+    verifier,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
@@ -167,7 +181,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   app.get('/peer/ws', gateway.handler);
   mountArtifactRoutes(app, model, { dtype, weights }, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);
-  const server: RunningServer = await startServer(app, { port: options.port, host: options.host });
+  const server: RunningServer = await startServer(app, { port: options.port, host: options.host, requestTimeoutMs: options.requestTimeoutMs, clientError: options.clientError });
   const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;
 
   return {

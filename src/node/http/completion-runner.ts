@@ -25,6 +25,8 @@ import { errorResponse, jsonResponse, SSE_HEADERS } from './respond.ts';
 
 export interface RunnerContext {
   readonly head: HeadContext;
+  /** A client went away before its answer ended (counted; its session is cancelled). */
+  readonly onClientAbort?: () => void;
   /** Compiles JSON / tool grammars; undefined when the model has no stop token to end them. */
   readonly grammar?: GrammarEngine;
 }
@@ -98,10 +100,14 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   const constraint = await openConstraint(ctx, request, options.plan?.grammar);
   // The session's own signal: the client's disconnect, or the SSE stream's cancel.
   const abort = new AbortController();
-  const onClientGone = () => abort.abort(new DOMException('the client disconnected', 'AbortError'));
+  let session: RouteSession | undefined;
+  const onClientGone = () => {
+    if (abort.signal.aborted) return;
+    if (session === undefined || session.telemetry.outcome === 'running') ctx.onClientAbort?.();
+    abort.abort(new DOMException('the client disconnected', 'AbortError'));
+  };
   if (clientSignal.aborted) onClientGone();
   else clientSignal.addEventListener('abort', onClientGone, { once: true });
-  let session: RouteSession;
   try {
     session = await ctx.head.sessions.open(
       {
@@ -119,16 +125,17 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     clientSignal.removeEventListener('abort', onClientGone);
     throw mapError(error, errorContext);
   }
-  void session.closed.then(() => clientSignal.removeEventListener('abort', onClientGone));
+  const opened = session;
+  void opened.closed.then(() => clientSignal.removeEventListener('abort', onClientGone));
 
   if (!request.stream) {
-    const result = await collectGeneration(session).catch((error: unknown) => {
+    const result = await collectGeneration(opened).catch((error: unknown) => {
       throw mapError(error, errorContext);
     });
     return jsonResponse(answer.whole(meta, result));
   }
 
-  const iterator = session[Symbol.asyncIterator]();
+  const iterator = opened[Symbol.asyncIterator]();
   let first: IteratorResult<SessionEvent>;
   try {
     first = await iterator.next();

@@ -8,10 +8,11 @@ import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts'
 import { invalidRequest, modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
 import { answerResponses } from './responses-route.ts';
-import { errorResponse, jsonResponse, readJsonBody } from './respond.ts';
+import { type BodyLimits, errorResponse, jsonResponse, readJsonBody } from './respond.ts';
 
 export interface OpenAIRoutesOptions extends RunnerContext {
-  readonly bodyLimitBytes: number;
+  /** The body's size and arrival-time bounds (413, 408). */
+  readonly body: BodyLimits;
   /** `maxTokens` the parser fills in when a request sets none (the session layer cuts it to the context). */
   readonly defaultMaxTokens: number;
   readonly startedAt: number;
@@ -59,7 +60,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   app.post(
     '/v1/chat/completions',
     counted('/v1/chat/completions', async (request) => {
-      const parsed = parseChatRequest(await readJsonBody(request, options.bodyLimitBytes), head.name, defaults);
+      const parsed = parseChatRequest(await readJsonBody(request, options.body), head.name, defaults);
       const plan = planStructuredChat(head.tokenizer, { messages: parsed.messages, responseFormat: parsed.responseFormat, tools: parsed.tools });
       const promptIds = head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });
       return runCompletion(options, parsed, promptIds, request.signal, { plan });
@@ -69,7 +70,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   app.post(
     '/v1/completions',
     counted('/v1/completions', async (request) => {
-      const parsed = parseCompletionRequest(await readJsonBody(request, options.bodyLimitBytes), head.name, defaults);
+      const parsed = parseCompletionRequest(await readJsonBody(request, options.body), head.name, defaults);
       const promptIds = typeof parsed.prompt === 'string' ? head.tokenizer.encode(parsed.prompt) : parsed.prompt;
       if (promptIds.length === 0) throw invalidRequest('The prompt is empty after tokenization.', 'prompt');
       return runCompletion(options, parsed, promptIds, request.signal);
@@ -78,6 +79,6 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
 
   app.post(
     '/v1/responses',
-    counted('/v1/responses', (request) => answerResponses(options, defaults, options.bodyLimitBytes, request)),
+    counted('/v1/responses', (request) => answerResponses(options, defaults, options.body, request)),
   );
 }

@@ -11,7 +11,7 @@ import type { RequestDefaults } from '../openai/requests.ts';
 import { parseResponsesRequest } from '../openai/responses-request.ts';
 import { responsesFormat } from './answer-formats.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
-import { readJsonBody } from './respond.ts';
+import { type BodyLimits, readJsonBody } from './respond.ts';
 
 /**
  * The chat request's refusals name chat's fields: the context-length ones `messages`, a schema
@@ -25,8 +25,8 @@ function asResponsesError(error: unknown): unknown {
   return error;
 }
 
-export async function answerResponses(ctx: RunnerContext, defaults: RequestDefaults, bodyLimitBytes: number, request: Request): Promise<Response> {
-  const { chat, echo } = parseResponsesRequest(await readJsonBody(request, bodyLimitBytes), ctx.head.name, defaults);
+export async function answerResponses(ctx: RunnerContext, defaults: RequestDefaults, body: BodyLimits, request: Request): Promise<Response> {
+  const { chat, echo } = parseResponsesRequest(await readJsonBody(request, body), ctx.head.name, defaults);
   try {
     const plan = planStructuredChat(ctx.head.tokenizer, { messages: chat.messages, responseFormat: chat.responseFormat, tools: chat.tools });
     const promptIds = ctx.head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });

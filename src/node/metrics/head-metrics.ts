@@ -1,11 +1,13 @@
 /**
- * The head's `/metrics`: requests by endpoint and status, tokens in and out, time to first
- * token, per-token and per-hop latency, live sessions, repairs and peers by runtime. The
- * HTTP layer calls `requestFinished` per response and `sessionObserved` once per Route
- * Session when it closes; the mesh and the session table set the gauges.
+ * The head's `/metrics`: requests by endpoint and status, client aborts, tokens in and out,
+ * time to first token, per-token and per-hop latency, live sessions, repairs (by kind and by
+ * cause), peers by runtime and each peer's KV. The HTTP layer calls `requestFinished` per
+ * response (a client gone during its upload is status 499, "client closed request") and
+ * `clientAborted` when a client leaves before its answer ended; `sessionObserved` runs once
+ * per Route Session when it closes; the mesh feed sets the peer gauges.
  */
 import type { StatsMessage } from '../../shared/control.ts';
-import type { SessionTelemetry } from '../../core/route/route-types.ts';
+import type { RepairCause, SessionTelemetry } from '../../core/route/route-types.ts';
 import { MetricsRegistry, type Counter, type Gauge, type Histogram } from './registry.ts';
 
 /** Seconds; first tokens include tokenization, prefill over every hop and sampling. */
@@ -14,6 +16,11 @@ export const TTFT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 export const TOKEN_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 /** Seconds per frame on one hop (a round trip, including prefill frames). */
 export const HOP_LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+/** Where a client left: during its request's upload, or while its answer was being written. */
+export type ClientAbortStage = 'upload' | 'answer';
+
+const REPAIR_CAUSES: readonly RepairCause[] = ['cache_miss', 'lost', 'hung', 'faulty', 'mismatch'];
 
 export type PeerRuntimeCounts = Partial<Record<'node' | 'browser' | 'head', number>>;
 
@@ -27,6 +34,9 @@ export class HeadMetrics {
   private readonly hopLatency: Histogram;
   private readonly liveSessions: Gauge;
   private readonly repairs: Counter;
+  private readonly repairCauses: Counter;
+  private readonly clientAborts: Counter;
+  private readonly verifications: Counter;
   private readonly peers: Gauge;
   private readonly kvBytes: Gauge;
   private readonly prefixBytes: Gauge;
@@ -34,6 +44,8 @@ export class HeadMetrics {
   private readonly prefixBudget: Gauge;
   private readonly prefixEvictions: Gauge;
   private readonly cachedTokens: Counter;
+  private readonly peerKvBytes: Gauge;
+  private readonly peerKvEntries: Gauge;
 
   constructor(readonly registry: MetricsRegistry = new MetricsRegistry()) {
     const r = registry;
@@ -44,6 +56,13 @@ export class HeadMetrics {
     this.hopLatency = r.histogram('meshnet_hop_latency_seconds', 'Time per activation frame on one hop of the route (session mean, once per frame).', HOP_LATENCY_BUCKETS, ['hop']);
     this.liveSessions = r.gauge('meshnet_live_sessions', 'Route Sessions running now.');
     this.repairs = r.counter('meshnet_repairs_total', 'Hops rebuilt during a session: cache_miss (re-prefill) or replaced (another peer).', ['kind']);
+    this.repairCauses = r.counter(
+      'meshnet_repair_causes_total',
+      'Hops rebuilt during a session, by cause: cache_miss, or why the peer was replaced (lost: gone; hung: missed its deadline; faulty: an unusable answer; mismatch: --verify disagreed).',
+      ['cause'],
+    );
+    this.clientAborts = r.counter('meshnet_client_aborts_total', 'Clients that went away: during their request upload (status 499) or while their answer was written.', ['stage']);
+    this.verifications = r.counter('meshnet_verifications_total', '--verify checks of hop answers: agreed, mismatch (the peer is quarantined), skipped (no other holder, or it failed).', ['result']);
     this.peers = r.gauge('meshnet_peers', 'Peers in the mesh, by runtime.', ['runtime']);
     this.kvBytes = r.gauge('meshnet_kv_bytes', "Live sessions' KV held by the peers (from their last stats), bytes.");
     this.prefixBytes = r.gauge('meshnet_prefix_cache_bytes', 'Prefix entries (finished sessions\' KV kept for reuse) held by the peers, bytes; apart from meshnet_kv_bytes.');
@@ -51,16 +70,27 @@ export class HeadMetrics {
     this.prefixBudget = r.gauge('meshnet_prefix_cache_budget_bytes', "The peers' prefix-entry budgets (--prefix-cache), bytes.");
     this.prefixEvictions = r.gauge('meshnet_prefix_cache_evictions', 'Prefix entries the peers evicted for their budget (since each started).');
     this.cachedTokens = r.counter('meshnet_prompt_tokens_cached_total', "Prompt tokens taken from a prefix entry instead of prefilled (usage's cached_tokens).");
+    this.peerKvBytes = r.gauge('meshnet_peer_kv_bytes', "KV cache bytes a peer holds (its last stats answer).", ['peer']);
+    this.peerKvEntries = r.gauge('meshnet_peer_kv_entries', 'KV entries (one per session and range) a peer holds (its last stats answer).', ['peer']);
     for (const direction of ['in', 'out']) this.tokens.inc({ direction }, 0);
     this.cachedTokens.inc({}, 0);
     this.setKv([]);
     for (const kind of ['cache_miss', 'replaced']) this.repairs.inc({ kind }, 0);
+    for (const cause of REPAIR_CAUSES) this.repairCauses.inc({ cause }, 0);
+    for (const stage of ['upload', 'answer']) this.clientAborts.inc({ stage }, 0);
+    for (const result of ['agreed', 'mismatch', 'skipped']) this.verifications.inc({ result }, 0);
     this.setPeers({});
   }
 
   /** One API response sent (`endpoint` a route pattern such as '/v1/chat/completions', never a raw URL). */
   requestFinished(endpoint: string, status: number): void {
     this.requests.inc({ endpoint, status });
+    if (status === 499) this.clientAborts.inc({ stage: 'upload' });
+  }
+
+  /** A client left while its answer was being written (its session was cancelled). */
+  clientAborted(stage: ClientAbortStage): void {
+    this.clientAborts.inc({ stage });
   }
 
   /**
@@ -84,7 +114,10 @@ export class HeadMetrics {
     telemetry.hops.forEach((hop, index) => {
       if (hop.frames > 0) this.hopLatency.observe({ hop: index }, hop.totalMs / hop.frames / 1000, hop.frames);
     });
-    for (const repair of telemetry.repairs) this.repairs.inc({ kind: repair.kind });
+    for (const repair of telemetry.repairs) {
+      this.repairs.inc({ kind: repair.kind });
+      this.repairCauses.inc({ cause: repair.cause });
+    }
     if (telemetry.cachedTokens) this.cachedTokens.inc({}, telemetry.cachedTokens);
   }
 
@@ -105,6 +138,23 @@ export class HeadMetrics {
   /** Peers by runtime now; a runtime left out counts 0. */
   setPeers(counts: PeerRuntimeCounts): void {
     for (const runtime of RUNTIMES) this.peers.set({ runtime }, counts[runtime] ?? 0);
+  }
+
+  /** One --verify check's outcome. */
+  verified(result: 'agreed' | 'mismatch' | 'skipped'): void {
+    this.verifications.inc({ result });
+  }
+
+  /** A peer's KV from its last stats answer. */
+  setPeerKv(peerId: string, bytes: number, entries: number): void {
+    this.peerKvBytes.set({ peer: peerId }, bytes);
+    this.peerKvEntries.set({ peer: peerId }, entries);
+  }
+
+  /** The peer left: its series go. */
+  removePeer(peerId: string): void {
+    this.peerKvBytes.remove({ peer: peerId });
+    this.peerKvEntries.remove({ peer: peerId });
   }
 
   render(): string {

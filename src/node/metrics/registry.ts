@@ -55,6 +55,11 @@ abstract class Metric<S> {
   protected abstract initial(): S;
   protected abstract lines(labels: string, state: S, values: readonly string[]): string[];
 
+  /** Drop the series for `labels` (a peer that left): it no longer renders. */
+  remove(labels: Labels): void {
+    this.series.delete(JSON.stringify(this.labelNames.map((n) => String(labels[n]))));
+  }
+
   /** The series for `labels`, created on first use. */
   protected state(labels: Labels): S {
     const keys = Object.keys(labels);

@@ -39,6 +39,8 @@ export class ApiError extends Error {
   readonly param: string | null;
   readonly code: string | null;
   readonly retryAfterSeconds?: number;
+  /** The answer ends the connection (the rest of the request body is not read). */
+  readonly closesConnection: boolean;
 
   constructor(
     status: number,
@@ -48,6 +50,7 @@ export class ApiError extends Error {
       param?: string | null;
       code?: string | null;
       retryAfterSeconds?: number;
+      closesConnection?: boolean;
       cause?: unknown;
     },
   ) {
@@ -57,12 +60,28 @@ export class ApiError extends Error {
     this.param = fields.param ?? null;
     this.code = fields.code ?? null;
     if (fields.retryAfterSeconds !== undefined) this.retryAfterSeconds = fields.retryAfterSeconds;
+    this.closesConnection = fields.closesConnection ?? false;
   }
 }
 
-/** `{ error: { message, type, param, code } }` — exactly these four keys. */
+/** The longest `message` (and `param`) an error body carries; past it the text is cut with `…`. */
+export const MAX_ERROR_MESSAGE = 2048;
+export const MAX_ERROR_PARAM = 256;
+
+/** A client's value as a message quotes it: at most 64 characters, then `…` (a 3 MiB model name is not echoed back). */
+export function quoted(text: string): string {
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
+const capped = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
+
+/**
+ * `{ error: { message, type, param, code } }` — exactly these four keys. Message and param are
+ * capped (MAX_ERROR_MESSAGE, MAX_ERROR_PARAM) whatever a refusal quoted: the builders quote
+ * client values short (`quoted`), and this is the backstop.
+ */
 export function toErrorBody(err: ApiError): ErrorBody {
-  return { error: { message: err.message, type: err.type, param: err.param, code: err.code } };
+  return { error: { message: capped(err.message, MAX_ERROR_MESSAGE), type: err.type, param: err.param === null ? null : capped(err.param, MAX_ERROR_PARAM), code: err.code } };
 }
 
 /** 400: the request is malformed. `param` names the field, `code` is e.g. `invalid_type`. */
@@ -86,7 +105,7 @@ export function unauthorized(message = 'Incorrect API key provided.'): ApiError 
 
 /** 404: the request names a model this head does not serve. */
 export function modelNotFound(model: string): ApiError {
-  return new ApiError(404, `The model '${model}' does not exist or you do not have access to it.`, {
+  return new ApiError(404, `The model '${quoted(model)}' does not exist or you do not have access to it.`, {
     type: 'invalid_request_error',
     param: 'model',
     code: 'model_not_found',
@@ -95,12 +114,12 @@ export function modelNotFound(model: string): ApiError {
 
 /** 404: no route for this method and path (OpenAI: `Invalid URL (POST /v1/foo)`). */
 export function unknownPath(method: string, path: string): ApiError {
-  return new ApiError(404, `Invalid URL (${method.toUpperCase()} ${path})`, { type: 'invalid_request_error' });
+  return new ApiError(404, `Invalid URL (${quoted(method.toUpperCase())} ${quoted(path)})`, { type: 'invalid_request_error' });
 }
 
 /** 405: the path exists but not for this method. */
 export function methodNotAllowed(method: string, path: string): ApiError {
-  return new ApiError(405, `Invalid method for URL (${method.toUpperCase()} ${path})`, { type: 'invalid_request_error' });
+  return new ApiError(405, `Invalid method for URL (${quoted(method.toUpperCase())} ${quoted(path)})`, { type: 'invalid_request_error' });
 }
 
 /** 413: the body is larger than `limitBytes`. */
@@ -108,6 +127,31 @@ export function payloadTooLarge(limitBytes: number): ApiError {
   return new ApiError(413, `Request body too large: the limit is ${limitBytes} bytes.`, {
     type: 'invalid_request_error',
     code: 'request_too_large',
+    closesConnection: true,
+  });
+}
+
+/** 408: the request (its headers, or its whole body) did not arrive within `timeoutMs` (`--request-timeout`). */
+export function requestTimeout(timeoutMs: number): ApiError {
+  return new ApiError(408, `The request did not arrive in full within ${timeoutMs / 1000} s (--request-timeout).`, {
+    type: 'invalid_request_error',
+    code: 'request_timeout',
+    closesConnection: true,
+  });
+}
+
+/**
+ * 499 (nginx's "client closed request"): the client went away before its request was read.
+ * Nobody receives it; it exists so the request is counted as the client's abort, not a 500.
+ */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+export function clientClosedRequest(cause?: unknown): ApiError {
+  return new ApiError(CLIENT_CLOSED_REQUEST, 'The client closed the connection before its request arrived in full.', {
+    type: 'invalid_request_error',
+    code: 'client_closed_request',
+    closesConnection: true,
+    cause,
   });
 }
 

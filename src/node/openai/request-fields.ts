@@ -43,8 +43,13 @@ export function invalidValue(param: string, detail: string): ApiError {
   return invalidRequest(`Invalid value for '${param}': ${detail}`, param, 'invalid_value');
 }
 
-/** A value from the client as an error message quotes it: at most 64 characters, then `…`. */
-export function shown(text: string): string {
+/**
+ * A value from the client as an error message quotes it: at most 64 characters, then `…`.
+ * Arrays and objects are named by their type, never stringified (a deeply nested array would
+ * overflow the stack).
+ */
+export function shown(value: unknown): string {
+  const text = typeof value === 'string' ? value : typeof value === 'object' && value !== null ? describeType(value) : String(value);
   return text.length > 64 ? `${text.slice(0, 64)}…` : text;
 }
 

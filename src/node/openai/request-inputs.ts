@@ -84,7 +84,7 @@ function parseToolCalls(value: unknown, path: string): ToolCall[] {
   return value.map((call: unknown, i) => {
     const at = `${path}[${i}]`;
     if (!isRecord(call)) throw typeError(at, 'an object', call);
-    if (call.type !== undefined && call.type !== 'function') throw invalidValue(`${at}.type`, `'${shown(String(call.type))}' is not supported. Supported values are: 'function'.`);
+    if (call.type !== undefined && call.type !== 'function') throw invalidValue(`${at}.type`, `'${shown(call.type)}' is not supported. Supported values are: 'function'.`);
     if (call.id === undefined || call.id === null) throw missingParam(`${at}.id`);
     const fn = call.function;
     if (fn === undefined || fn === null) throw missingParam(`${at}.function`);

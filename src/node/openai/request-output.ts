@@ -78,7 +78,7 @@ function parseTool(value: unknown, path: string): ToolFunction {
   if (!isRecord(value)) throw typeError(path, 'an object', value);
   const type = value.type ?? 'function';
   if (type !== 'function') {
-    throw invalidValue(`${path}.type`, `'${shown(String(type))}' is not supported. Supported values are: 'function' (built-in tools are not available).`);
+    throw invalidValue(`${path}.type`, `'${shown(type)}' is not supported. Supported values are: 'function' (built-in tools are not available).`);
   }
   const fn = value.function;
   if (fn === undefined || fn === null) throw missingParam(`${path}.function`);
@@ -106,7 +106,7 @@ function parseToolChoice(value: unknown, tools: readonly ToolFunction[]): ToolCh
     throw invalidValue('tool_choice', `'${shown(value)}' is not supported. Supported values are: 'none', 'auto', 'required', or an object naming a function.`);
   }
   if (!isRecord(value)) throw typeError('tool_choice', "one of a string or an object", value);
-  if (value.type !== 'function') throw invalidValue('tool_choice.type', `'${shown(String(value.type))}' is not supported. Supported values are: 'function'.`);
+  if (value.type !== 'function') throw invalidValue('tool_choice.type', `'${shown(value.type)}' is not supported. Supported values are: 'function'.`);
   const fn = value.function;
   if (!isRecord(fn)) throw missingParam('tool_choice.function');
   const chosen = functionName('tool_choice.function.name', fn.name);

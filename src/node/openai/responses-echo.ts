@@ -88,6 +88,11 @@ export function parseEchoedFields(
     verbosity = v;
   }
   const user = fields.string('user');
+  const safetyIdentifier = fields.string('safety_identifier');
+  // Echoed in the Response, whose schema caps it at 64 characters (as api.openai.com does).
+  if (safetyIdentifier !== undefined && safetyIdentifier.length > 64) {
+    throw invalidRequest(`Invalid 'safety_identifier': string too long. Expected a string with maximum length 64, but got a string with length ${safetyIdentifier.length} instead.`, 'safety_identifier', 'string_above_max_length');
+  }
   return {
     instructions: parsed.instructions ?? null,
     maxOutputTokens: parsed.maxOutputTokens ?? null,
@@ -96,7 +101,7 @@ export function parseEchoedFields(
     topLogprobs: parsed.topLogprobs,
     metadata: parseMetadata(fields.get('metadata')),
     ...(user === undefined ? {} : { user }),
-    safetyIdentifier: fields.string('safety_identifier') ?? null,
+    safetyIdentifier: safetyIdentifier ?? null,
     promptCacheKey: fields.string('prompt_cache_key') ?? null,
     truncation: oneOf(fields, 'truncation', ['auto', 'disabled'] as const, 'disabled'),
     parallelToolCalls: parsed.tools.parallelToolCalls,

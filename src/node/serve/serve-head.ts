@@ -20,7 +20,7 @@ import { mountDashboard } from '../http/dashboard-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
 import { mountPeerPage } from '../http/peer-page-routes.ts';
-import { errorResponse } from '../http/respond.ts';
+import { type BodyLimits, clientErrorAnswer, DEFAULT_BODY_LIMITS, errorResponse } from '../http/respond.ts';
 import { openLocalModel } from '../local-model.ts';
 import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
@@ -63,6 +63,10 @@ export interface ServeOptions {
   readonly weights?: WeightRequest;
   readonly threads?: number;
   readonly bodyLimitBytes?: number;
+  /** `--verify FRACTION`: the share of hop steps checked against a replay on the head or a second holder (default 0: none). */
+  readonly verifyFraction?: number;
+  /** `--request-timeout`: a request's headers, and its whole body, must arrive within this (default 30 s). */
+  readonly requestTimeoutMs?: number;
   readonly linkTimeoutMs?: number;
   /** Floor of every hop's deadline, ms (`--hop-timeout`; default 5 s). */
   readonly hopTimeoutMs?: number;
@@ -94,6 +98,10 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const config = model.checkpoint.config;
   const weights = resolveWeightSpec(config, options.dtype, options.weights);
   const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
+  if (options.verifyFraction) {
+    const witness = headLayers === 'none' ? 'a second peer holding the same layers (with --head-layers none the head cannot replay them itself; a hop without one is not checked)' : 'the head itself';
+    log(`--verify ${options.verifyFraction}: that share of hop answers is checked by replaying the hop's inputs on ${witness}`);
+  }
   const startedAt = Date.now();
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype, weights: weightSpecName(weights) }, startedAt) });
   const metrics = new HeadMetrics();
@@ -103,6 +111,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
   const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
 
+  const body: BodyLimits = { bytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMITS.bytes, timeoutMs: options.requestTimeoutMs ?? DEFAULT_BODY_LIMITS.timeoutMs };
   const head = await startHead({
     model,
     tokenizer,
@@ -119,6 +128,13 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     device: options.device,
     threads: options.threads,
     linkTimeoutMs: options.linkTimeoutMs,
+    requestTimeoutMs: body.timeoutMs,
+    clientError: (error) => {
+      // Refused by Node before any route: counted like a path that names no route.
+      const answer = clientErrorAnswer(error, body.timeoutMs);
+      metrics.requestFinished('unknown', answer.status);
+      return answer.raw;
+    },
     readyTimeoutMs: options.readyTimeoutMs,
     prefixCacheBytes: (options.prefixCacheMb ?? 0) * 2 ** 20,
     batching: options.batching,
@@ -128,6 +144,11 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       peerWaitMs: (options.peerWaitSeconds ?? 60) * 1000,
       hopTimeoutMs: options.hopTimeoutMs,
       observer: tracker,
+      verifyFraction: options.verifyFraction,
+      onVerify: (result, peerId, detail) => {
+        metrics.verified(result);
+        if (result === 'mismatch') log(`--verify: ${detail}; peer ${peerId} is quarantined`);
+      },
     },
     log,
     mount(app, ctx) {
@@ -154,11 +175,12 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       mountOpenAIRoutes(app, {
         head: ctx,
         grammar,
-        bodyLimitBytes: options.bodyLimitBytes ?? 4 * 2 ** 20,
+        body,
         // The model's own default answer length (generation_config.json), else up to 512 (src/core/model).
         defaultMaxTokens: ctx.limits.defaultMaxTokens,
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
+        onClientAbort: () => metrics.clientAborted('answer'),
       });
       mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });
       mountPeerPage(app);

@@ -1,0 +1,204 @@
+/**
+ * Result verification for meshes with untrusted peers (`--verify FRACTION`). A peer can
+ * answer well-formed, finite and wrong activations (it echoed its input, it skipped layers,
+ * it is a stranger's tab); nothing else the head checks would notice. So after a hop answers
+ * a step, a sampled fraction of steps is checked: that hop's whole recorded history — every
+ * input the head sent it, this step's included — is replayed as one prefill on another holder
+ * of the range, under a throwaway session id, and the replay's last positions are compared
+ * with the hop's answer within a tolerance set per runtime. The head itself is the preferred
+ * witness (it is trusted, and loads the range on demand); otherwise a peer that holds the
+ * range already. A disagreement throws HopMismatchError: the session classifies it `mismatch`
+ * and replaces the hop and the mesh quarantines its peer, as for any other fault. A check that
+ * cannot run — no other holder, the witness fails or is late — is skipped and never blamed on
+ * the hop. The head's own hops are not checked.
+ *
+ * Cost: a checked step replays the hop's history, so checking every step (`--verify 1`)
+ * grows with the square of the answer's length; a fraction f checks about f of the steps and
+ * catches a peer that lies on every step within n steps with probability 1 − (1 − f)^n.
+ * Answers before the first caught lie are not recalled: with f < 1 a lying peer can spoil the
+ * tokens it served before it was caught (`--verify 1` leaves it none).
+ */
+import { decodeFrame, encodeFrame } from '../frames/frame-codec.ts';
+import { assertFiniteActivations } from '../frames/finite-activations.ts';
+import { f16BitsToF32 } from '../model/dtype.ts';
+import type { LayerRange } from '../model/types.ts';
+import type { WireWeights } from '../../shared/protocol.ts';
+import type { Clock } from '../runtime/clock.ts';
+import { systemClock } from '../runtime/clock.ts';
+import type { Activations } from '../runtime/shard-executor.ts';
+import { createRng, type Rng } from '../sampling/rng.ts';
+import { lastPositions } from './activations-slice.ts';
+import type { HopHistory } from './hop-history.ts';
+import { HopMismatchError } from './route-errors.ts';
+import type { HopLease } from './route-types.ts';
+
+/** Where witnesses come from (the Mesh). */
+export interface VerifierSource {
+  /**
+   * A lease on a peer other than `suspect` that holds `range` — the head first, which loads it
+   * when it must — or undefined when there is none. The caller closes the lease.
+   */
+  verifierFor(range: LayerRange, suspect: string, signal?: AbortSignal): Promise<HopLease | undefined>;
+  /** The device a peer runs its layers on ('cpu', 'wasm', 'webgpu', 'cuda', …), for the tolerance. */
+  deviceOf(peerId: string): string | undefined;
+  /** The weight format a peer serves its layers in, for the tolerance. */
+  weightsOf(peerId: string): WireWeights | undefined;
+  /** Peers whose answers are not checked (the head's own hops). */
+  trusts(peerId: string): boolean;
+}
+
+/** One answered step of one hop, as the session has it. */
+export interface HopCheck {
+  readonly hop: number;
+  readonly peerId: string;
+  readonly range: LayerRange;
+  /** The hop's recorded inputs, this step's included (positions [0, history.length)). */
+  readonly history: HopHistory;
+  /** What the hop answered for the step: its last `answer.tokens` positions. */
+  readonly answer: Activations;
+}
+
+export type VerifyResult = 'agreed' | 'mismatch' | 'skipped';
+
+export interface HopVerifierOptions {
+  /** Share of hop steps checked, in (0, 1]. */
+  readonly fraction: number;
+  readonly source: VerifierSource;
+  /** Draws which steps are checked (default: seeded from the time). */
+  readonly rng?: Rng;
+  readonly clock?: Clock;
+  /** A witness that has not answered within this is given up on (the check is skipped; default 30 s). */
+  readonly timeoutMs?: number;
+  /** Each check's outcome (metrics). */
+  readonly onResult?: (result: VerifyResult, peerId: string, detail: string) => void;
+}
+
+/**
+ * The largest difference tolerated between a hop's answer and its replay, relative to the
+ * replay's largest magnitude (at least 1): the replay runs the same weights as a prefill
+ * instead of step by step, and maybe on another runtime. Measured: CPU decode against CPU
+ * prefill agree to ~1e-6 on stories260k; wasm and WebGPU (SwiftShader) to ~1e-6 of CPU
+ * (PLATFORM.md); fp16 to ~1e-3. An answer that echoes its input is off by about 1 — these
+ * leave two orders of magnitude on either side.
+ */
+export const TOLERANCE: Readonly<Record<string, number>> = { cpu: 1e-3, wasm: 1e-3, webgpu: 5e-3, cuda: 1e-2 };
+/** Any device not in TOLERANCE. */
+export const DEFAULT_TOLERANCE = 1e-2;
+/** fp16 activations carry about 3 decimal digits. */
+export const FP16_TOLERANCE = 3e-2;
+/**
+ * Quantized weights at accuracy level 4 quantize each block of activations to int8 inside
+ * MatMulNBits: a value that a step-by-step run and a prefill compute 1e-7 apart can round to
+ * neighbouring int8 steps (1/127 of the block's largest value), so the outputs jump by about
+ * one step. Measured on stories260k, 200 greedy tokens through three honest peers, every step
+ * checked: q4-b32-acc4 35 of 600 checks above 1e-3, the largest 1.5e-2; q8-b32-acc4 4 of 600,
+ * the largest 8.7e-3; q4 at level 0 all within 1.8e-6. An echo is off by ~1.
+ */
+export const INT8_ACTIVATION_TOLERANCE = 5e-2;
+
+/**
+ * The tolerance for comparing an answer from `devices` in `dtype`, with `weights` the formats
+ * of the two sides: the loosest of theirs.
+ */
+export function toleranceFor(devices: readonly (string | undefined)[], dtype: Activations['dtype'], weights: readonly (WireWeights | undefined)[] = []): number {
+  const each = devices.map((d) => (d !== undefined && Object.hasOwn(TOLERANCE, d) ? TOLERANCE[d]! : DEFAULT_TOLERANCE));
+  const int8 = weights.some((w) => w !== undefined && (w.format === 'q4' || w.format === 'q8') && w.accuracyLevel === 4);
+  return Math.max(dtype === 'fp16' ? FP16_TOLERANCE : 0, int8 ? INT8_ACTIVATION_TOLERANCE : 0, ...each);
+}
+
+/** max |a − b| over max(1, max |b|): 0 when equal; Infinity when the shapes differ. Pure. */
+export function activationDifference(a: Activations, b: Activations): number {
+  if (a.tokens !== b.tokens || a.hiddenSize !== b.hiddenSize || a.dtype !== b.dtype) return Infinity;
+  const read = a.dtype === 'fp16' ? (data: Activations['data'], i: number) => f16BitsToF32(data[i]!) : (data: Activations['data'], i: number) => data[i]!;
+  let diff = 0;
+  let scale = 1;
+  for (let i = 0; i < a.data.length; i++) {
+    const x = read(a.data, i);
+    const y = read(b.data, i);
+    diff = Math.max(diff, Math.abs(x - y));
+    scale = Math.max(scale, Math.abs(y));
+  }
+  return Number.isNaN(diff) ? Infinity : diff / scale;
+}
+
+export class HopVerifier {
+  private readonly rng: Rng;
+  private readonly clock: Clock;
+
+  constructor(private readonly options: HopVerifierOptions) {
+    if (!(options.fraction > 0 && options.fraction <= 1)) throw new RangeError(`the verified fraction must be in (0, 1], got ${options.fraction}`);
+    this.rng = options.rng ?? createRng(Math.floor(Math.random() * 2 ** 31));
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /**
+   * Check `step` if it is drawn. Resolves with nothing to say (not drawn, agreed, skipped);
+   * throws HopMismatchError when the witness disagrees, and the signal's reason when the session
+   * ends meanwhile.
+   */
+  async check(step: HopCheck, signal: AbortSignal): Promise<void> {
+    const { source } = this.options;
+    if (source.trusts(step.peerId) || this.rng.next() >= this.options.fraction) return;
+    const lease = await source.verifierFor(step.range, step.peerId, signal).catch(() => {
+      signal.throwIfAborted();
+      return undefined;
+    });
+    if (!lease) return this.report('skipped', step.peerId, `no other holder of layers [${step.range.start}, ${step.range.end})`);
+    const sessionId = crypto.randomUUID();
+    let replayed: Activations;
+    try {
+      replayed = await this.replay(lease, sessionId, step, signal);
+    } catch (error) {
+      signal.throwIfAborted();
+      return this.report('skipped', step.peerId, `the witness ${lease.peerId} failed: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      void this.discard(lease, sessionId);
+    }
+    const difference = activationDifference(step.answer, lastPositions(replayed, step.answer.tokens));
+    const tolerance = toleranceFor([source.deviceOf(step.peerId), source.deviceOf(lease.peerId)], step.answer.dtype, [source.weightsOf(step.peerId), source.weightsOf(lease.peerId)]);
+    if (difference <= tolerance) return this.report('agreed', step.peerId, `within ${difference.toExponential(1)} of ${lease.peerId}`);
+    const error = new HopMismatchError(step.hop, step.peerId, lease.peerId, difference, tolerance);
+    this.report('mismatch', step.peerId, error.message);
+    throw error;
+  }
+
+  /** The witness's answer to the whole history as one prefill (checked like any hop's answer). */
+  private async replay(lease: HopLease, sessionId: string, step: HopCheck, signal: AbortSignal): Promise<Activations> {
+    const history = step.history.replay();
+    const frame = encodeFrame({ kind: 'prefill', requestId: 0, sessionId, startPosition: 0, range: step.range, activations: history });
+    const deadline = new AbortController();
+    const onAbort = () => deadline.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timeoutMs = this.options.timeoutMs ?? 30_000;
+    const cancel = this.clock.setTimeout(() => deadline.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      const answer = decodeFrame(await lease.link.request(frame, deadline.signal));
+      if (answer.kind !== 'result' || answer.sessionId !== sessionId || answer.activations.tokens !== history.tokens || answer.activations.hiddenSize !== history.hiddenSize) {
+        throw new Error('answered with a frame that does not fit the replay');
+      }
+      assertFiniteActivations(answer.activations);
+      return answer.activations;
+    } finally {
+      cancel();
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Free the replay's KV on the witness and end the lease (in the background). */
+  private async discard(lease: HopLease, sessionId: string): Promise<void> {
+    const timeout = new AbortController();
+    const cancel = this.clock.setTimeout(() => timeout.abort(new Error('no release')), 5000);
+    try {
+      await lease.link.control({ kind: 'release', sessionId }, timeout.signal);
+    } catch {
+      // The witness evicts it in time; nothing else depends on it.
+    } finally {
+      cancel();
+      await lease.link.close('verification done');
+    }
+  }
+
+  private report(result: VerifyResult, peerId: string, detail: string): void {
+    this.options.onResult?.(result, peerId, detail);
+  }
+}
