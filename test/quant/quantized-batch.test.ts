@@ -2,7 +2,8 @@
  * Batched decode with compact weights: q4 layers keep the [B, seq, H] stream (MatMulNBits,
  * #12), so one onnxruntime run of several sessions, each at its own length, must give each
  * session what its own run gives — on a llama layout and on qwen3's (q/k norms reshape per
- * head inside that stream).
+ * head inside that stream). And (float weights, both KV modes): a session released while its
+ * step runs — a client that went away — leaves the run answering and the others committed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
@@ -45,6 +46,34 @@ describe('q4: a batched decode step equals each session alone', () => {
         }
         const batched = await executor.runBatch!(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
         batched.forEach((out, i) => expect(maxAbsDiff(out.data as Float32Array, alone[i]), `session ${i}`).toBeLessThan(1e-5));
+      } finally {
+        await p.dispose();
+      }
+    });
+  }
+});
+
+describe('a session released while its step runs', () => {
+  for (const kvMode of ['pool', 'replace'] as const) {
+    it(`${kvMode}: the run still answers, writes nothing for it, and the batch's other session commits`, async () => {
+      const model = models.llama;
+      const { loadLocalPipeline } = await import('../../src/node/local-model.ts');
+      const p = await loadLocalPipeline(model, { ranges: [{ start: 0, end: model.checkpoint.config.numLayers }], device: 'cpu', dtype: 'fp32', threads: 1, kvMode });
+      try {
+        const { executor, kv } = p.stages[0];
+        for (const id of ['kept', 'gone']) await executor.run({ sessionId: id, startPosition: 0, hidden: await p.head.embed([1, 2, 3]) }, kv.acquire(id, executor.range));
+        const next = await p.head.embed([4]);
+        const steps = [
+          { sessionId: 'kept', startPosition: 3, hidden: next },
+          { sessionId: 'gone', startPosition: 3, hidden: next },
+        ];
+        const states = steps.map((s) => kv.find(s.sessionId, executor.range)!);
+        const running = kvMode === 'pool' ? executor.runBatch!(steps, states) : executor.run(steps[1], states[1]).then((out) => [out]);
+        kv.release('gone'); // the client went away while the run was in flight
+        const outs = await running;
+        expect(outs.every((o) => o.data.length === o.tokens * o.hiddenSize)).toBe(true);
+        expect(states[1].isDisposed).toBe(true);
+        if (kvMode === 'pool') expect(states[0].length).toBe(4);
       } finally {
         await p.dispose();
       }

@@ -174,17 +174,21 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     } finally {
       staged?.done();
     }
+    // A session released while the run was in flight (its client went away) has no buffers
+    // left to write: its output is still returned, nothing is written for it.
+    const live = kvs.map((kv) => !kv.isDisposed);
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const freshKey = results[newKeyName(layer)].data as FloatArray;
       const freshValue = results[newValueName(layer)].data as FloatArray;
       for (let b = 0; b < batch; b++) {
+        if (!live[b]) continue;
         const past = kvs[b].past(layer)!;
         const capacity = kvs[b].capacity;
         writeNew(past.key.data as FloatArray, capacity, freshKey, b, tokens, steps[b].startPosition, numKvHeads, headDim);
         writeNew(past.value.data as FloatArray, capacity, freshValue, b, tokens, steps[b].startPosition, numKvHeads, headDim);
       }
     }
-    for (let b = 0; b < batch; b++) kvs[b].commit(steps[b].startPosition + tokens);
+    for (let b = 0; b < batch; b++) if (live[b]) kvs[b].commit(steps[b].startPosition + tokens);
     const out = results[SHARD_OUTPUT_HIDDEN].data as FloatArray;
     const per = tokens * hiddenSize;
     return steps.map((_, b) => ({ dtype: this.dtype, data: batch === 1 ? out : out.slice(b * per, (b + 1) * per), tokens, hiddenSize }));
@@ -207,11 +211,16 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
       present.set(layer, { key: results[presentKeyName(layer)], value: results[presentValueName(layer)] });
     }
     const total = step.startPosition + step.hidden.tokens;
-    try {
-      kv.append(present, total);
-    } catch (error) {
+    if (kv.isDisposed) {
+      // Released while the run was in flight: nothing keeps these tensors.
       for (const p of present.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
-      throw new Error(`shard returned unusable KV: ${error instanceof Error ? error.message : String(error)}`);
+    } else {
+      try {
+        kv.append(present, total);
+      } catch (error) {
+        for (const p of present.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
+        throw new Error(`shard returned unusable KV: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
     const out = results[SHARD_OUTPUT_HIDDEN];
     return [{ dtype: this.dtype, data: out.data as FloatArray, tokens: step.hidden.tokens, hiddenSize }];
