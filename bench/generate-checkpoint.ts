@@ -29,7 +29,7 @@ export const SMOLLM2_135M_SHAPE: GeneratedShape = {
   numKvHeads: 3,
   intermediateSize: 1536,
   vocabSize: 49152,
-  maxPositionEmbeddings: 2048,
+  maxPositionEmbeddings: 8192, // SmolLM2-135M's own context
   tied: true,
   seed: 135,
 };

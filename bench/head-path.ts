@@ -29,7 +29,7 @@ const hops = Number(hopsArg);
 interface FakeKv {
   readonly positions: number;
 }
-const kvOps: KvTensorOps<FakeKv> = { bytes: (t) => t.positions * 4 * shape.hidden, truncate: (_, length) => ({ positions: length }), dispose: () => {} };
+const kvOps: KvTensorOps<FakeKv> = { bytes: (t) => t.positions * 4 * shape.hidden, capacity: (t) => t.positions, grow: () => undefined, dispose: () => {} };
 
 /** Layers [start, end) that pass the hidden states through (a fresh output array, as onnxruntime gives). */
 function standIn(start: number, end: number): ShardExecutor<FakeKv> {

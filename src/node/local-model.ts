@@ -11,6 +11,7 @@ import type { TextTokenizer } from '../core/model/tokenizer.ts';
 import type { LayerRange } from '../core/model/types.ts';
 import { KvStore } from '../core/runtime/kv-store.ts';
 import { loadHeadRunner, loadShardExecutor, type OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
+import type { KvMode } from '../core/runtime/ort-shard-executor.ts';
 import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
 import { inProcessRoute } from '../core/route/static-route.ts';
 import { getShardArtifact } from './artifact-cache.ts';
@@ -47,6 +48,12 @@ export interface PipelineOptions {
   readonly memoryBudgetBytes?: number;
   /** onnxruntime module and providers to use instead of the Node table (e.g. the browser peer's). */
   readonly loader?: OrtLoaderOptions;
+  /** How the layer executors keep KV (default: pooled on CPU and wasm, GPU buffers on WebGPU). */
+  readonly kvMode?: KvMode;
+  /** Prefix entries each in-process peer may keep, bytes (default 0: none). */
+  readonly prefixBudgetBytes?: number;
+  /** Batched decode across sessions on the in-process route (default true). */
+  readonly batching?: boolean;
 }
 
 export interface LoadedPipeline extends LocalPipeline {
@@ -58,7 +65,7 @@ export interface LoadedPipeline extends LocalPipeline {
 export async function loadLocalPipeline(model: LocalModel, options: PipelineOptions): Promise<LoadedPipeline> {
   const { checkpoint, key } = model;
   const weights = asWeightSpec(checkpoint.config, options.dtype, options.weights);
-  const loader = options.loader ?? (await nodeLoaderOptions(options));
+  const loader = { ...(options.loader ?? (await nodeLoaderOptions(options))), ...(options.kvMode && { kvMode: options.kvMode }) };
   // Every session owns its thread pool: spinning pools of idle sessions (embedding, LM
   // head) would steal the cores the working one needs. Only the layer sessions spin.
   const headLoader = options.loader ?? (options.spinning ? await nodeLoaderOptions({ ...options, spinning: false }) : loader);
@@ -71,7 +78,7 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
     const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
     stages.push({ executor, kv: new KvStore(executor.kvOps, Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }
-  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes);
+  const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes, { batching: options.batching, prefixBudgetBytes: options.prefixBudgetBytes });
   return {
     head,
     stages,

@@ -85,16 +85,42 @@ export interface ReadyMessage extends Correlated {
   /** The weight format loaded (2.1). */
   readonly weights?: WireWeights;
 }
-/** Head → peer: free every KV entry of `sessionId`; answered by `released`. */
+/**
+ * Head → peer: free every KV entry of `sessionId`; answered by `released`. With `keepPrefix`
+ * (protocol 3), the first `keepPrefix.length` positions of each range's KV are kept instead,
+ * as prefix entry `keepPrefix.prefixId` (within the peer's prefix budget, least recently
+ * used first out), for later sessions to `fork` from.
+ */
 export interface ReleaseMessage extends Correlated {
   readonly kind: 'release';
   readonly sessionId: string;
+  readonly keepPrefix?: { readonly prefixId: string; readonly length: number };
 }
 export interface ReleasedMessage extends Correlated {
   readonly kind: 'released';
   readonly sessionId: string;
   /** KV entries freed (one per range that held the session); 0 if it held none. */
   readonly freedEntries: number;
+  /** Prefix entries kept (protocol 3; absent: none). */
+  readonly keptPrefixes?: number;
+}
+/**
+ * Head → peer (protocol 3): start `sessionId`'s KV on `range` from the first `length`
+ * positions of prefix entry `prefixId`. The entry itself is never written: the session gets
+ * its own copy (copy on write). Answered by `forked`, or by `error` `cache_miss` when the
+ * entry is gone (evicted) or shorter than `length`.
+ */
+export interface ForkMessage extends Correlated {
+  readonly kind: 'fork';
+  readonly sessionId: string;
+  readonly prefixId: string;
+  readonly range: LayerRange;
+  readonly length: number;
+}
+export interface ForkedMessage extends Correlated {
+  readonly kind: 'forked';
+  readonly sessionId: string;
+  readonly length: number;
 }
 /**
  * Head → peer (protocol 2.2): unload layers `range` of `modelKey` — no plan uses them and no
@@ -136,6 +162,15 @@ export interface StatsMessage extends Correlated {
   readonly decodeFrames?: number;
   readonly decodeBusyMs?: number;
   readonly decodeRunMs?: number;
+  /** Batched frames served and the entries they carried (protocol 3). */
+  readonly batchFrames?: number;
+  readonly batchedEntries?: number;
+  /** Prefix entries held (apart from live sessions' KV), their bytes and budget, forks served from them, evictions (protocol 3). */
+  readonly prefixEntries?: number;
+  readonly prefixBytes?: number;
+  readonly prefixBudgetBytes?: number;
+  readonly prefixHits?: number;
+  readonly prefixEvictions?: number;
 }
 /**
  * Direct-link handshake (protocol 2): the head dials a peer's listen URL with no secret in
@@ -179,6 +214,8 @@ export type ControlMessage =
   | ReadyMessage
   | ReleaseMessage
   | ReleasedMessage
+  | ForkMessage
+  | ForkedMessage
   | UnloadMessage
   | UnloadedMessage
   | ErrorMessage
@@ -237,8 +274,16 @@ const readers: Record<ControlKind, Reader> = {
     device: r.string('device', { maxChars: 64 }),
     weights: r.optional('weights', (f) => r.weights(f)),
   }),
-  release: (r) => ({ sessionId: r.sessionId('sessionId') }),
-  released: (r) => ({ sessionId: r.sessionId('sessionId'), freedEntries: r.integer('freedEntries') }),
+  release: (r) => ({
+    sessionId: r.sessionId('sessionId'),
+    keepPrefix: r.optional('keepPrefix', (f) => {
+      const k = r.object(f);
+      return { prefixId: k.sessionId('prefixId'), length: k.integer('length', 1) };
+    }),
+  }),
+  released: (r) => ({ sessionId: r.sessionId('sessionId'), freedEntries: r.integer('freedEntries'), keptPrefixes: r.optional('keptPrefixes', (f) => r.integer(f)) }),
+  fork: (r) => ({ sessionId: r.sessionId('sessionId'), prefixId: r.sessionId('prefixId'), range: r.range('range'), length: r.integer('length', 1) }),
+  forked: (r) => ({ sessionId: r.sessionId('sessionId'), length: r.integer('length', 1) }),
   unload: (r) => ({ modelKey: r.string('modelKey', { maxChars: 256 }), range: r.range('range') }),
   unloaded: (r) => ({ range: r.range('range'), loaded: r.boolean('loaded'), freedEntries: r.integer('freedEntries') }),
   error: (r) => {
@@ -261,6 +306,13 @@ const readers: Record<ControlKind, Reader> = {
     decodeFrames: r.optional('decodeFrames', (f) => r.integer(f)),
     decodeBusyMs: r.optional('decodeBusyMs', (f) => r.number(f, 0)),
     decodeRunMs: r.optional('decodeRunMs', (f) => r.number(f, 0)),
+    batchFrames: r.optional('batchFrames', (f) => r.integer(f)),
+    batchedEntries: r.optional('batchedEntries', (f) => r.integer(f)),
+    prefixEntries: r.optional('prefixEntries', (f) => r.integer(f)),
+    prefixBytes: r.optional('prefixBytes', (f) => r.integer(f)),
+    prefixBudgetBytes: r.optional('prefixBudgetBytes', (f) => r.integer(f)),
+    prefixHits: r.optional('prefixHits', (f) => r.integer(f)),
+    prefixEvictions: r.optional('prefixEvictions', (f) => r.integer(f)),
   }),
   ping: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
   pong: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),

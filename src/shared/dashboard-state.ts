@@ -53,6 +53,10 @@ export interface PeerView {
   readonly memoryBudgetBytes: number;
   readonly kvBytes: number;
   readonly kvEntries: number;
+  /** Prefix entries (finished sessions' KV kept for reuse), apart from `kvBytes`: bytes, entries, budget. */
+  readonly prefixBytes?: number;
+  readonly prefixEntries?: number;
+  readonly prefixBudgetBytes?: number;
   readonly status: PeerStatus;
   /** Present while quarantined. */
   readonly quarantine?: PeerQuarantineView;

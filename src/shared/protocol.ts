@@ -10,15 +10,15 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 2, minor: 3 } as const;
+export const PROTOCOL_VERSION = { major: 3, minor: 1 } as const;
 
 /**
- * The first minor version (of major 2) whose peers keep the position rule (2.3): a frame
+ * The first minor version (of major 3) whose peers keep the position rule (3.1): a frame
  * whose start position is below the hop's KV length truncates the KV to that position, then
- * runs; one above it is a cache miss. A head sends a frame that starts below a hop's KV length
- * (a speculative step after rejected drafts) only to peers that announced at least this.
+ * runs; one above it is a cache miss; a batched frame's entries of several positions run one
+ * at a time. A head sends speculative steps only to peers that announced at least this.
  */
-export const POSITION_RULE_MINOR = 3;
+export const POSITION_RULE_MINOR = 1;
 
 /*
  * Protocol history (version → what changed):
@@ -40,15 +40,23 @@ export const POSITION_RULE_MINOR = 3;
  *   executor and any KV left on it; the weights stop counting against the peer's memory
  *   budget) answered by `unloaded`. A 2.0 or 2.1 peer refuses `unload` as an unknown kind,
  *   and the head then keeps counting that range as loaded.
- * - 2.3: the position rule (speculative decoding). A frame whose start position is below the
+ * - 3.0 (issue 17): batched activation frames, kinds 4 (batch) and 5 (batch-result): an
+ *   entry table (session id, start position, token count, status, body length per entry;
+ *   core/frames/batch-frame-codec.ts) after the common header; `release.keepPrefix` keeps a
+ *   session's KV as a prefix entry, `fork`/`forked` start a session from one; stats carry
+ *   batch and prefix figures. Major, because a 2.x peer cannot run a batched frame, and would
+ *   drop `keepPrefix` and free the KV a head then expects to fork from.
+ * - 3.1: the position rule (speculative decoding). A frame whose start position is below the
  *   hop's KV length means "drop the positions from there, then run": the rejected drafts of a
- *   speculative step leave the KV exactly so. KV that cannot be trimmed where it lives (GPU
- *   buffers) is emptied, and the frame answers `cache_miss` (the head rebuilds that hop). A
+ *   speculative step leave the KV exactly so (both KV modes truncate exactly; a runtime that
+ *   could not would empty the KV and answer `cache_miss`, and the head rebuilds the hop). A
  *   frame above the KV length is a `cache_miss`, as before. Frames may carry several
  *   positions after position 0 (a speculative step: the last token plus k drafts; a chunk of
- *   a pipelined prefill). No header change. A 2.0, 2.1 or 2.2 peer trimmed only KV held on the CPU
- *   (GPU-held KV failed the frame), so a head speculates only through peers that announced
- *   2.3 (`POSITION_RULE_MINOR`); pipelined prefill needs no rollback and runs through any 2.x.
+ *   a pipelined prefill), also as entries of a batched frame, which keep the rule each and
+ *   run one at a time (onnxruntime's GroupQueryAttention takes batch 1 for several positions
+ *   with past context: a 3.0 peer failed two such entries batched together). No header
+ *   change. A head speculates only through peers that announced 3.1 (`POSITION_RULE_MINOR`);
+ *   pipelined prefill needs no rollback and runs through any 3.x.
  */
 
 export interface ProtocolVersion {

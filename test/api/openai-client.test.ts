@@ -58,7 +58,7 @@ describe('completions', () => {
     expect(completion.choices).toHaveLength(1);
     expect(completion.choices[0]).toMatchObject({ index: 0, finish_reason: 'length', logprobs: null });
     expect(completion.choices[0].text).toBe(GOLDEN_TEXT);
-    expect(completion.usage).toEqual({ prompt_tokens: 1, completion_tokens: 32, total_tokens: 33 });
+    expect(completion.usage).toEqual({ prompt_tokens: 1, completion_tokens: 32, total_tokens: 33, prompt_tokens_details: { cached_tokens: 0 } });
   });
 
   it('streams text_completion chunks with one id, a final finish_reason and a usage chunk', async () => {
@@ -75,7 +75,7 @@ describe('completions', () => {
     }
     const usageChunk = chunks.at(-1)!;
     expect(usageChunk.choices).toEqual([]);
-    expect(usageChunk.usage).toEqual({ prompt_tokens: 1, completion_tokens: 8, total_tokens: 9 });
+    expect(usageChunk.usage).toEqual({ prompt_tokens: 1, completion_tokens: 8, total_tokens: 9, prompt_tokens_details: { cached_tokens: 0 } });
     const withChoices = chunks.slice(0, -1);
     for (const chunk of withChoices) expect('usage' in chunk).toBe(false); // the spec's completion usage is not nullable
     expect(withChoices.at(-1)!.choices[0].finish_reason).toBe('length');

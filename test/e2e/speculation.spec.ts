@@ -2,8 +2,7 @@
  * Speculative decoding with a browser tab in the route (real Chromium): greedy output with
  * prompt-lookup drafts equals the golden ids when the tab holds the middle layers (wasm, KV on
  * the CPU: rejected drafts are trimmed in place) and when it holds every layer on WebGPU (KV in
- * GPU buffers, which cannot be trimmed where they live: the tab empties it and the head
- * rebuilds the hop from its history, so the tokens stay exact).
+ * GPU buffers, cut by lowering the length the graph reads: no rebuild either).
  */
 import { expect, test } from '@playwright/test';
 import OpenAI from 'openai';
@@ -40,7 +39,7 @@ test('Node peer + wasm tab + Node peer: greedy with speculation gives the golden
   }
 });
 
-test('a WebGPU tab holding every layer: greedy with speculation gives the golden ids; its GPU KV is rebuilt after rejections', async ({ page }) => {
+test('a WebGPU tab holding every layer: greedy with speculation gives the golden ids; its GPU-held KV is cut in place after rejections', async ({ page }) => {
   const serving = await startStoriesHead();
   try {
     await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=gpu-tab');
@@ -53,9 +52,8 @@ test('a WebGPU tab holding every layer: greedy with speculation gives the golden
     expect(session.speculation!.accepted).toBeGreaterThan(0);
     const rejections = session.speculation!.drafted > session.speculation!.accepted;
     expect(rejections).toBe(true);
-    // Each step after a rejection found the tab's KV emptied and rebuilt it on the same peer.
-    expect(session.repairs.length).toBeGreaterThan(0);
-    expect(session.repairs.every((r) => r.kind === 'cache_miss' && r.peerId === 'gpu-tab')).toBe(true);
+    // The replaced KV (GPU buffers) is cut by lowering the length its graph reads: no rebuilds.
+    expect(session.repairs).toEqual([]);
   } finally {
     await serving.close();
   }

@@ -109,7 +109,7 @@ describe('frame header layout (pinned: a change here is a protocol change)', () 
     expect(hex).toBe(
       [
         '4d 53 48 4e', // 'MSHN'
-        '02 03', // version 2.3
+        '03 01', // version 3.1
         '02', // kind decode
         '02', // dtype fp16
         '01 02 03 04', // request id LE
@@ -140,9 +140,9 @@ describe('decodeFrame refuses malformed frames', () => {
     ['shorter than the version prefix', valid.slice(0, 5), 'bad_frame'],
     ['shorter than the header', valid.slice(0, 47), 'bad_frame'],
     ['bad magic', withField((_, b) => (b[3] = 0x58)), 'bad_frame'],
-    ['different major version', withField((v) => v.setUint8(at.versionMajor, 3)), 'version_mismatch'],
-    ['the previous major version', withField((v) => v.setUint8(at.versionMajor, 1)), 'version_mismatch'],
-    ['different major version, short header', withField((v) => v.setUint8(at.versionMajor, 3)).slice(0, 6), 'version_mismatch'],
+    ['different major version', withField((v) => v.setUint8(at.versionMajor, 4)), 'version_mismatch'],
+    ['the previous major version', withField((v) => v.setUint8(at.versionMajor, 2)), 'version_mismatch'],
+    ['different major version, short header', withField((v) => v.setUint8(at.versionMajor, 4)).slice(0, 6), 'version_mismatch'],
     ['major version 0', withField((v) => v.setUint8(at.versionMajor, 0)), 'version_mismatch'],
     ['kind 0', withField((v) => v.setUint8(at.kind, 0)), 'unknown_kind'],
     ['kind 4', withField((v) => v.setUint8(at.kind, 4)), 'unknown_kind'],

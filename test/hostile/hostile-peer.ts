@@ -10,7 +10,9 @@
  * it with the wrong kind, or with a `ready` for other layers. `helloRefusal` sends hellos the
  * head must refuse.
  */
+import { decodeBatchFrame, encodeBatchFrame, isBatchFrame, type BatchFrame } from '../../src/core/frames/batch-frame-codec.ts';
 import { encodeFrame, decodeFrame } from '../../src/core/frames/frame-codec.ts';
+import type { Activations } from '../../src/core/model/activations.ts';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../src/shared/control.ts';
 import { FRAME_HEADER_BYTES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } from '../../src/shared/frame-layout.ts';
@@ -145,10 +147,15 @@ export class HostilePeer {
     this.firstRequestId ??= requestId;
     const { behaviour } = this.options;
     const honest = behaviour === 'honest' || this.frames <= (this.options.goodFrames ?? 3);
-    const request = decodeFrame(bytes);
+    // Concurrent streams reach a peer as batched frames (protocol 3): the same lies, told in
+    // the batched form (byte patches hit the shared header; content lies hit the first entry).
+    const batch = isBatchFrame(bytes) ? decodeBatchFrame(bytes) : undefined;
+    const request = batch ? undefined : decodeFrame(bytes);
+    const sessionId = batch ? batch.entries[0].sessionId : request!.sessionId;
     if (!honest && behaviour === 'echo') {
       this.misbehaved++;
-      return this.send(encodeFrame({ ...request, kind: 'result' }));
+      if (batch) return this.send(encodeBatchFrame({ ...batch, kind: 'batch-result' }));
+      return this.send(encodeFrame({ ...request!, kind: 'result' }));
     }
     const reply = await this.shard.handleFrame(bytes);
     if (!('frame' in reply)) return this.send(serializeControlMessage(reply.error));
@@ -158,9 +165,13 @@ export class HostilePeer {
       return this.send(reply.frame);
     }
     this.misbehaved++;
-    const answer = decodeFrame(reply.frame);
-    const a = answer.activations;
-    const error = (code: string) => this.send(JSON.stringify({ kind: 'error', code, message: `hostile ${code}`, requestId, sessionId: request.sessionId }));
+    const error = (code: string) => this.send(JSON.stringify({ kind: 'error', code, message: `hostile ${code}`, requestId, sessionId }));
+    if (batch) {
+      const lie = batchLie(behaviour, decodeBatchFrame(reply.frame));
+      if (lie) return this.send(lie);
+    }
+    const answer = batch ? undefined : decodeFrame(reply.frame);
+    const a = answer?.activations as Activations;
     switch (behaviour) {
       case 'garbage':
         return this.send(garbage(200, this.frames));
@@ -182,10 +193,10 @@ export class HostilePeer {
       case 'extra-token': {
         const data = new Float32Array(a.data.length + a.hiddenSize);
         data.set(a.data as Float32Array);
-        return this.send(encodeFrame({ ...answer, activations: { ...a, data, tokens: a.tokens + 1 } }));
+        return this.send(encodeFrame({ ...answer!, activations: { ...a, data, tokens: a.tokens + 1 } }));
       }
       case 'foreign-session':
-        return this.send(encodeFrame({ ...answer, sessionId: '00000000-0000-4000-8000-00000000beef' }));
+        return this.send(encodeFrame({ ...answer!, sessionId: '00000000-0000-4000-8000-00000000beef' }));
       case 'foreign-request':
         return this.send(patched(reply.frame, (_, copy) => stampFrameRequestId(copy, (requestId + 1000) >>> 0)));
       case 'one-request-id':
@@ -198,11 +209,11 @@ export class HostilePeer {
       case 'infinity': {
         const data = Float32Array.from(a.data as Float32Array);
         data[data.length - 1] = behaviour === 'nan' ? Number.NaN : Number.POSITIVE_INFINITY;
-        return this.send(encodeFrame({ ...answer, activations: { ...a, data } }));
+        return this.send(encodeFrame({ ...answer!, activations: { ...a, data } }));
       }
       case 'wrong-hidden-size': {
         const half = a.hiddenSize / 2;
-        return this.send(encodeFrame({ ...answer, activations: { ...a, hiddenSize: half, data: (a.data as Float32Array).slice(0, a.tokens * half) } }));
+        return this.send(encodeFrame({ ...answer!, activations: { ...a, hiddenSize: half, data: (a.data as Float32Array).slice(0, a.tokens * half) } }));
       }
       case 'error-internal':
         return error('internal');
@@ -219,6 +230,40 @@ export class HostilePeer {
       default:
         return this.send(reply.frame);
     }
+  }
+}
+
+/**
+ * A batched answer's content lie for `behaviour`, told on its first entry (or its frame-wide
+ * hidden size); undefined for the behaviours that patch bytes, answer with an error, or stay
+ * silent, which the single-frame code applies to the batched bytes as they are.
+ */
+function batchLie(behaviour: Behaviour, answer: BatchFrame): Uint8Array | undefined {
+  const [first, ...rest] = answer.entries;
+  if (first.error) return undefined;
+  const a = first.activations;
+  const withFirst = (activations: Activations, sessionId = first.sessionId) => encodeBatchFrame({ ...answer, entries: [{ ...first, sessionId, activations }, ...rest] });
+  switch (behaviour) {
+    case 'extra-token': {
+      const data = new Float32Array(a.data.length + a.hiddenSize);
+      data.set(a.data as Float32Array);
+      return withFirst({ ...a, data, tokens: a.tokens + 1 });
+    }
+    case 'foreign-session':
+      return withFirst(a, '00000000-0000-4000-8000-00000000beef');
+    case 'nan':
+    case 'infinity': {
+      const data = Float32Array.from(a.data as Float32Array);
+      data[data.length - 1] = behaviour === 'nan' ? Number.NaN : Number.POSITIVE_INFINITY;
+      return withFirst({ ...a, data });
+    }
+    case 'wrong-hidden-size': {
+      const half = answer.hiddenSize / 2;
+      const cut = (e: (typeof answer.entries)[number]) => (e.error ? e : { ...e, activations: { ...e.activations, hiddenSize: half, data: (e.activations.data as Float32Array).slice(0, e.activations.tokens * half) } });
+      return encodeBatchFrame({ ...answer, hiddenSize: half, entries: answer.entries.map(cut) });
+    }
+    default:
+      return undefined;
   }
 }
 

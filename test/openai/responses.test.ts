@@ -37,7 +37,8 @@ describe('ids, time, usage, SSE', () => {
   });
 
   it('maps usage', () => {
-    expect(toOpenAIUsage({ promptTokens: 5, completionTokens: 2 })).toStrictEqual({ prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 });
+    expect(toOpenAIUsage({ promptTokens: 5, completionTokens: 2 })).toStrictEqual({ prompt_tokens: 5, completion_tokens: 2, total_tokens: 7, prompt_tokens_details: { cached_tokens: 0 } });
+    expect(toOpenAIUsage({ promptTokens: 5, completionTokens: 2, cachedTokens: 3 }).prompt_tokens_details).toStrictEqual({ cached_tokens: 3 });
   });
 
   it('frames SSE events', () => {
@@ -55,7 +56,7 @@ describe('chat.completion', () => {
       created: 1700000000,
       model: 'stories260k',
       choices: [{ index: 0, message: { role: 'assistant', content: 't3é', refusal: null }, logprobs: null, finish_reason: 'length' }],
-      usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
+      usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7, prompt_tokens_details: { cached_tokens: 0 } },
       system_fingerprint: 'fp_meshnet',
     });
     expectSpec('CreateChatCompletionResponse', body);
@@ -104,7 +105,7 @@ describe('text_completion', () => {
       model: 'stories260k',
       system_fingerprint: 'fp_meshnet',
       choices: [{ text: 't3é', index: 0, logprobs: null, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
+      usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7, prompt_tokens_details: { cached_tokens: 0 } },
     });
   });
 

@@ -25,7 +25,7 @@ const events: SessionEvent[] = [
   { type: 'token', tokenId: 2, text: '', logprob: -1, topLogprobs: [{ tokenId: 9, logprob: -0.25 }] },
   { type: 'done', finishReason: 'length', text: 't2', usage: { promptTokens: 4, completionTokens: 2 } },
 ];
-const usage = { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 };
+const usage = { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6, prompt_tokens_details: { cached_tokens: 0 } };
 
 const options = (includeUsage: boolean, logprobs: boolean): StreamOptions => ({ meta, includeUsage, logprobs, tokenText });
 

@@ -53,10 +53,38 @@ export class EvictableShardPeer extends ShardPeer {
   evictAll(): void {
     this.store?.clear();
   }
+
+  /** Forget one session's KV (its next step is a cache miss); the others keep theirs. */
+  evictSession(sessionId: string): number {
+    return this.store?.release(sessionId) ?? 0;
+  }
+
+  /** Forget every prefix entry (a later fork from one is a cache miss). */
+  evictPrefixes(): void {
+    this.prefixes.clear();
+  }
+
+  /** Per prefix entry, a sum over every value of its KV buffers (spare capacity too): unchanged while the entry is not written. */
+  prefixChecksums(): Map<string, number> {
+    const sums = new Map<string, number>();
+    const entries = (this.prefixes as unknown as { entries: Map<string, { past(l: number): { key: { data: Float32Array }; value: { data: Float32Array } } | undefined; range: { start: number; end: number } }[]> }).entries;
+    for (const [id, states] of entries) {
+      let sum = 0;
+      for (const state of states) {
+        for (let l = state.range.start; l < state.range.end; l++) {
+          const kv = state.past(l)!;
+          for (const x of kv.key.data) sum += x;
+          for (const x of kv.value.data) sum += x * 3;
+        }
+      }
+      sums.set(id, sum);
+    }
+    return sums;
+  }
 }
 
-export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30): EvictableShardPeer {
-  return new EvictableShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes });
+export function createPeer(ctx: StoriesContext, memoryBudgetBytes = 1 << 30, prefixBudgetBytes = 0): EvictableShardPeer {
+  return new EvictableShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes, prefixBudgetBytes });
 }
 
 /** Records every lease the mesh hands out, so tests can check each was closed. */
@@ -103,13 +131,19 @@ export interface TestMesh {
 }
 
 /** A mesh of `n` in-process peers (ids p1…pn), or peers reached through `linkFor`. */
-export function inProcessMesh(ctx: StoriesContext, n: number, linkFor?: (id: string, peer: ShardPeer) => PeerLink, options: Partial<MeshOptions> = {}): TestMesh {
+export function inProcessMesh(
+  ctx: StoriesContext,
+  n: number,
+  linkFor?: (id: string, peer: ShardPeer) => PeerLink,
+  options: Partial<MeshOptions> = {},
+  prefixBudgetBytes = 0,
+): TestMesh {
   const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none', ...options });
   const peers = new Map<string, EvictableShardPeer>();
   const links = new Map<string, PeerLink>();
   for (let i = 1; i <= n; i++) {
     const id = `p${i}`;
-    const peer = createPeer(ctx);
+    const peer = createPeer(ctx, 1 << 30, prefixBudgetBytes);
     const link = linkFor?.(id, peer) ?? new InProcessLink(peer);
     peers.set(id, peer);
     links.set(id, link);

@@ -44,7 +44,7 @@ const fakeExecutor = (weights: WeightSpec): ShardExecutor & { disposed: boolean 
   device: 'cpu',
   weights,
   weightsBytes: 1,
-  kvOps: { bytes: () => 0, truncate: () => undefined, dispose: () => {} },
+  kvOps: { bytes: () => 0, capacity: () => 0, grow: () => undefined, dispose: () => {} },
   disposed: false,
   async run() {
     throw new Error('not run');

@@ -3,8 +3,9 @@
  * disposals are recorded, so ownership (who frees what, and how often) is visible.
  */
 import { describe, expect, it } from 'vitest';
-import { KvState, type KvTensorOps, type LayerKv } from '../../src/core/runtime/kv-state.ts';
+import { KV_BLOCK_POSITIONS, KvState, poolCapacity, type KvTensorOps, type LayerKv } from '../../src/core/runtime/kv-state.ts';
 import { KvStore } from '../../src/core/runtime/kv-store.ts';
+import { PrefixStore } from '../../src/core/runtime/prefix-store.ts';
 
 interface FakeTensor {
   readonly id: string;
@@ -13,13 +14,14 @@ interface FakeTensor {
 
 const BYTES_PER_POSITION = 10;
 
-/** Fake ops: bytes = positions × 10; truncation makes a new tensor (or none, like GPU KV). */
-function fakeOps(options: { canTruncate?: boolean } = {}) {
+/** Fake ops: bytes = capacity × 10; growing makes a new tensor (or none, like GPU KV). */
+function fakeOps(options: { canGrow?: boolean } = {}) {
   const disposed: string[] = [];
   let made = 0;
   const ops: KvTensorOps<FakeTensor> = {
     bytes: (t) => t.positions * BYTES_PER_POSITION,
-    truncate: (t, length) => (options.canTruncate === false ? undefined : { id: `${t.id}~${length}#${made++}`, positions: length }),
+    capacity: (t) => t.positions,
+    grow: (t, capacity) => (options.canGrow === false ? undefined : { id: `${t?.id ?? 'new'}^${capacity}#${made++}`, positions: capacity }),
     dispose: (t) => void disposed.push(t.id),
   };
   return { ops, disposed };
@@ -76,52 +78,62 @@ describe('KvState', () => {
     expect(() => state.append(present(2, 4, 2, 'c'), 2)).toThrow(RangeError);
   });
 
-  it('truncate keeps the first positions and disposes the untrimmed tensors', () => {
+  it('truncate only lowers the length: no tensor is rebuilt or freed', () => {
     const { ops, disposed } = fakeOps();
     const state = new KvState('s', range, ops);
     state.append(present(2, 4, 6, 'a'), 6);
+    const key = state.past(2)?.key;
     state.truncate(4);
     expect(state.length).toBe(4);
-    expect(state.bytes).toBe(stateBytes(4));
-    expect(state.past(2)?.key.positions).toBe(4);
-    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.v2', 'a.v3']);
+    expect(state.bytes).toBe(stateBytes(6));
+    expect(state.past(2)?.key).toBe(key);
+    expect(disposed).toEqual([]);
 
     state.truncate(4); // no-op at or above the length
     state.truncate(9);
     expect(state.length).toBe(4);
-    expect(disposed).toHaveLength(4);
+    expect(() => state.truncate(-1)).toThrow(RangeError);
   });
 
-  it('truncate with ops that cannot trim (GPU KV) empties the state', () => {
-    const { ops, disposed } = fakeOps({ canTruncate: false });
+  it('reserve grows every layer in blocks and keeps the held positions; commit records in-place writes', () => {
+    const { ops, disposed } = fakeOps();
     const state = new KvState('s', range, ops);
-    state.append(present(2, 4, 6, 'a'), 6);
-    state.truncate(2);
+    expect(state.reserve(3)).toBe(true);
+    expect(state.capacity).toBe(KV_BLOCK_POSITIONS);
     expect(state.length).toBe(0);
-    expect(state.bytes).toBe(0);
-    expect(state.past(2)).toBeUndefined();
-    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.v2', 'a.v3']);
-    // Still usable: the next step rebuilds it.
-    state.append(present(2, 4, 1, 'b'), 1);
-    expect(state.length).toBe(1);
+    expect(state.bytes).toBe(stateBytes(KV_BLOCK_POSITIONS));
+    state.commit(3);
+    expect(state.length).toBe(3);
+    const before = state.past(3)?.value;
+    expect(state.reserve(KV_BLOCK_POSITIONS)).toBe(true); // fits: nothing changes
+    expect(state.past(3)?.value).toBe(before);
+    expect(disposed).toEqual([]);
+    expect(state.reserve(KV_BLOCK_POSITIONS + 1)).toBe(true);
+    expect(state.capacity).toBe(2 * KV_BLOCK_POSITIONS);
+    expect(state.length).toBe(3);
+    expect(disposed).toHaveLength(4); // the old buffers, once each
+    expect(state.bytes).toBe(stateBytes(2 * KV_BLOCK_POSITIONS));
+    expect(() => state.commit(2)).toThrow(RangeError);
+    expect(() => state.commit(3 * KV_BLOCK_POSITIONS)).toThrow(RangeError);
+    state.dispose();
+    expect(disposed).toHaveLength(8);
   });
 
-  it('truncate that fails on the value of a later layer frees everything exactly once', () => {
-    const disposed: string[] = [];
-    let calls = 0;
-    const ops: KvTensorOps<FakeTensor> = {
-      bytes: (t) => t.positions * BYTES_PER_POSITION,
-      // Layer 2 trims (key, value); layer 3's key trims, its value does not.
-      truncate: (t, length) => (++calls <= 3 ? { id: `${t.id}~${length}`, positions: length } : undefined),
-      dispose: (t) => void disposed.push(t.id),
-    };
+  it('poolCapacity rounds to blocks with room to grow', () => {
+    expect(poolCapacity(1, 0)).toBe(KV_BLOCK_POSITIONS);
+    expect(poolCapacity(KV_BLOCK_POSITIONS + 1, KV_BLOCK_POSITIONS)).toBe(2 * KV_BLOCK_POSITIONS);
+    expect(poolCapacity(2049, 2048)).toBe(2304);
+    expect(poolCapacity(10, 512)).toBe(512);
+  });
+
+  it('reserve with ops that cannot grow (GPU KV) changes nothing and says so', () => {
+    const { ops, disposed } = fakeOps({ canGrow: false });
     const state = new KvState('s', range, ops);
     state.append(present(2, 4, 6, 'a'), 6);
-    state.truncate(2);
-    expect(state.length).toBe(0);
-    expect(state.bytes).toBe(0);
-    expect(disposed.sort()).toEqual(['a.k2', 'a.k3', 'a.k2~2', 'a.k3~2', 'a.v2', 'a.v3', 'a.v2~2'].sort());
-    expect(new Set(disposed).size).toBe(disposed.length);
+    expect(state.reserve(7)).toBe(false);
+    expect(state.length).toBe(6);
+    expect(state.bytes).toBe(stateBytes(6));
+    expect(disposed).toEqual([]);
   });
 
   it('dispose is idempotent and makes the state refuse further use', () => {
@@ -255,5 +267,28 @@ describe('KvStore', () => {
     expect(disposed).toHaveLength(8);
     expect(store.stats()).toMatchObject({ entries: 0, bytes: 0, evictions: 0 });
     expect(store.find('a', r)).toBeUndefined();
+  });
+});
+
+describe('PrefixStore.releaseRange (layers unloaded from the peer)', () => {
+  it("frees every entry's state on that range, keeps the others, and drops entries left empty", () => {
+    const { ops, disposed } = fakeOps();
+    const prefixes = new PrefixStore<FakeTensor>(1 << 20);
+    const other = { start: 4, end: 6 };
+    const state = (id: string, r: { start: number; end: number }) => {
+      const s = new KvState(id, r, ops);
+      s.append(present(r.start, r.end, 8, `${id}@${r.start}`), 8);
+      return s;
+    };
+    expect(prefixes.keep('a', [state('a', range), state('a', other)], 8)).toBe(2);
+    expect(prefixes.keep('b', [state('b', range)], 8)).toBe(1);
+    const before = prefixes.bytes;
+    expect(prefixes.releaseRange(range)).toBe(2);
+    expect(prefixes.find('a', range, 8)).toBeUndefined();
+    expect(prefixes.find('a', other, 8)).toBeDefined();
+    expect(prefixes.find('b', range, 8)).toBeUndefined();
+    expect(prefixes.size).toBe(1);
+    expect(prefixes.bytes).toBe(before / 3);
+    expect(disposed.filter((id) => id.includes('@2')).length).toBe(8); // k and v of layers 2, 3 for a and b
   });
 });

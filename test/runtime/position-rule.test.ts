@@ -1,17 +1,21 @@
 /**
- * The peer's position rule (protocol 2.2), on a real ShardPeer running a stories260k shard:
+ * The peer's position rule (protocol 3.1), on a real ShardPeer running a stories260k shard:
  * a frame that starts below the session's KV length drops the positions from its start on
  * and runs (the rejected drafts of a speculative step), exactly as if they had never been
- * sent; one that starts above it is a cache miss; KV that cannot be trimmed where it lives
- * (GPU buffers) is emptied and the frame answers cache_miss, so the head rebuilds the hop.
+ * sent; one that starts above it is a cache miss. Both KV modes keep it: the pool (CPU,
+ * wasm) and the replacing one a WebGPU tab uses (here on the CPU provider), whose truncation
+ * only lowers the length the graph reads.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeFrame, encodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
+import { loadShardExecutor } from '../../src/core/runtime/ort-loader.ts';
 import type { Activations, ShardExecutor } from '../../src/core/runtime/shard-executor.ts';
+import { getShardArtifact } from '../../src/node/artifact-cache.ts';
+import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
+import { assignedWeights } from '../../src/core/peer/shard-peer.ts';
 import type { AssignMessage } from '../../src/shared/control.ts';
-import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { configSummary } from '../../src/node/mesh-model.ts';
 import { maxAbsDiff, tempDir } from '../engine/harness.ts';
 import { openStories, type StoriesContext } from '../route/route-harness.ts';
@@ -34,18 +38,15 @@ function assign(): AssignMessage {
   return { kind: 'assign', modelKey: ctx.model.key, model: 'stories260k', range: RANGE, dtype: 'fp32', artifactUrl: '/unused', config: configSummary(ctx.model) };
 }
 
-/** A ShardPeer holding all of stories260k; `untrimmable` makes its KV behave like GPU-held KV. */
-async function peer(untrimmable = false): Promise<ShardPeer> {
-  const local = localShardLoader(ctx.model, { device: 'cpu', threads: 1 });
-  const loader = untrimmable
-    ? {
-        async load(message: AssignMessage): Promise<ShardExecutor> {
-          const inner = await local.load(message);
-          const kvOps = { ...inner.kvOps, truncate: () => undefined };
-          return Object.assign(Object.create(inner) as ShardExecutor, { kvOps });
-        },
-      }
-    : local;
+/** A ShardPeer holding all of stories260k, its KV pooled (the default on CPU) or replaced per step (WebGPU's mode). */
+async function peer(kvMode: 'pool' | 'replace' = 'pool'): Promise<ShardPeer> {
+  const loader = {
+    async load(message: AssignMessage): Promise<ShardExecutor> {
+      const { artifact } = await getShardArtifact(ctx.model.checkpoint, ctx.model.key, { kind: 'layers', range: message.range }, message.dtype, assignedWeights(message));
+      const options = await nodeLoaderOptions({ device: 'cpu', threads: 1, dtype: message.dtype });
+      return loadShardExecutor(ctx.model.checkpoint.config, artifact, ctx.model.checkpoint.source, { ...options, kvMode }) as Promise<ShardExecutor>;
+    },
+  };
   const p = new ShardPeer({ loader, memoryBudgetBytes: 1 << 30 });
   expect((await p.handleControl(assign())).kind).toBe('ready');
   return p;
@@ -84,16 +85,16 @@ describe('the position rule', () => {
     await p.dispose();
   });
 
-  it('KV that cannot be trimmed where it lives is emptied: the frame answers cache_miss, a rebuild from 0 works', async () => {
-    const p = await peer(true);
-    const id = randomUUID();
-    await send(p, id, PROMPT, 0);
-    await send(p, id, [200, 301], 5);
-    await expect(send(p, id, [17], 6)).rejects.toMatchObject({ code: 'cache_miss' });
-    const rebuilt = await send(p, id, [...PROMPT, 200, 17], 0);
+  it('KV replaced per step (how a WebGPU tab holds it) keeps the rule exactly too', async () => {
+    const p = await peer('replace');
+    const spec = randomUUID();
+    await send(p, spec, PROMPT, 0);
+    await send(p, spec, [200, 301, 17], 5);
+    const after = await send(p, spec, [64, 99], 6); // 6 and 7 dropped
     const reference = await peer();
-    const fresh = await send(reference, randomUUID(), [...PROMPT, 200, 17], 0);
-    expect(maxAbsDiff(rebuilt.data, fresh.data)).toBeLessThan(1e-6);
+    const plain = randomUUID();
+    await send(reference, plain, [...PROMPT, 200], 0);
+    expect(maxAbsDiff(after.data, (await send(reference, plain, [64, 99], 6)).data)).toBeLessThan(1e-5);
     await p.dispose();
     await reference.dispose();
   });

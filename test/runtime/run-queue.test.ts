@@ -62,7 +62,7 @@ describe('OrtShardExecutor with a run queue', () => {
   async function overlap(queue?: RunQueue): Promise<number> {
     const { session, stats } = countingSession();
     const executor = new OrtShardExecutor(module, session, config, { start: 0, end: 1 }, 'fp32', 'webgpu', { format: 'fp32', blockSize: 0, accuracyLevel: 0 }, 0, queue);
-    const ops = ortKvOps(module);
+    const ops = ortKvOps(module, config, 'fp32');
     await Promise.all(['a', 'b', 'c'].map((id) => executor.run(step(id), new KvState(id, { start: 0, end: 1 }, ops))));
     expect(stats.runs).toBe(3);
     return stats.maxActive;

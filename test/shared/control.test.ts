@@ -38,12 +38,31 @@ const samples: Record<ControlKind, ControlMessage> = {
     config: { architecture: 'LlamaForCausalLM', numLayers: 5, hiddenSize: 64, numHeads: 8, numKvHeads: 4, headDim: 8, vocabSize: 512 },
   },
   ready: { kind: 'ready', id: 'c2', modelKey: 'stories260k@abc123', range: { start: 2, end: 5 }, loadMs: 81.5, device: 'webgpu' },
-  release: { kind: 'release', id: 'c3', sessionId: SESSION },
-  released: { kind: 'released', id: 'c3', sessionId: SESSION, freedEntries: 2 },
-  unload: { kind: 'unload', id: 'c5', modelKey: 'stories260k@abc123', range: { start: 0, end: 3 } },
-  unloaded: { kind: 'unloaded', id: 'c5', range: { start: 0, end: 3 }, loaded: true, freedEntries: 1 },
+  release: { kind: 'release', id: 'c3', sessionId: SESSION, keepPrefix: { prefixId: '00000000-0000-4000-8000-000000000001', length: 40 } },
+  released: { kind: 'released', id: 'c3', sessionId: SESSION, freedEntries: 2, keptPrefixes: 2 },
+  fork: { kind: 'fork', id: 'c5', sessionId: SESSION, prefixId: '00000000-0000-4000-8000-000000000001', range: { start: 0, end: 3 }, length: 39 },
+  forked: { kind: 'forked', id: 'c5', sessionId: SESSION, length: 39 },
+  unload: { kind: 'unload', id: 'c6', modelKey: 'stories260k@abc123', range: { start: 0, end: 3 } },
+  unloaded: { kind: 'unloaded', id: 'c6', range: { start: 0, end: 3 }, loaded: true, freedEntries: 1 },
   error: { kind: 'error', id: 'c4', code: 'cache_miss', message: 'evicted', sessionId: SESSION, requestId: 4294967295 },
-  stats: { kind: 'stats', kvEntries: 3, kvBytes: 1024, kvBudgetBytes: 4096, tokensServed: 99, framesServed: 12 },
+  stats: {
+    kind: 'stats',
+    kvEntries: 3,
+    kvBytes: 1024,
+    kvBudgetBytes: 4096,
+    tokensServed: 99,
+    framesServed: 12,
+    decodeFrames: 4,
+    decodeBusyMs: 2.5,
+    decodeRunMs: 2,
+    batchFrames: 1,
+    batchedEntries: 3,
+    prefixEntries: 1,
+    prefixBytes: 512,
+    prefixBudgetBytes: 8192,
+    prefixHits: 2,
+    prefixEvictions: 0,
+  },
   ping: { kind: 'ping', id: 'p1', t: 1712345678901.5 },
   pong: { kind: 'pong', id: 'p1', t: 1712345678901.5 },
   challenge: { kind: 'challenge', nonce: 'ab'.repeat(32) },
@@ -204,9 +223,11 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 2, minor: 3 });
-    expect(isCompatibleVersion({ major: 2, minor: 9 })).toBe(true);
-    expect(isCompatibleVersion({ major: 1, minor: 0 })).toBe(false);
-    expect(isCompatibleVersion({ major: 3, minor: 0 })).toBe(false);
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 1 });
+    expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
+    expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
+    expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);
+    expect(isCompatibleVersion({ major: 2, minor: 0 })).toBe(false);
+    expect(isCompatibleVersion({ major: 4, minor: 0 })).toBe(false);
   });
 });

@@ -7,6 +7,8 @@
  *                                                        positions asked for: the last one
  *                                                        for a plain step, every verified one
  *                                                        for a speculative step)
+ *                   (several sessions' rows at once: their positions side by side
+ *                   as one sequence, see OrtHeadRunner.logitsBatch)
  *
  * The embedding is a Gather (float formats) or GatherBlockQuantized (q8/q4); the LM head is a
  * linear like the layers' (Gemm or MatMulNBits). A tied model quantizes the one table twice,

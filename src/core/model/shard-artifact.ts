@@ -21,7 +21,10 @@ export const WEIGHTS_FILE = 'weights.bin';
 export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } | { readonly kind: 'embedding' } | { readonly kind: 'head' };
 
 /** Bump when the graph or manifest layout changes, so cached artifacts are rebuilt. */
-export const ARTIFACT_FORMAT = 5; // 5 (issue 15): the head graph takes logit_positions (logits of several positions)
+// 4: weight formats (#12). 5 (issue 17): past_lengths input, capacity-sized past KV, new.{l}.*
+// outputs and a batch dimension in shard graphs (KV pool, batched decode). 6 (issue 15): the
+// head graph takes logit_positions (logits of several positions, also several sessions' rows).
+export const ARTIFACT_FORMAT = 6;
 
 export interface ShardManifest {
   readonly format: number;

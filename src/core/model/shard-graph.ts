@@ -1,16 +1,26 @@
 /**
  * Shard graph builder: the ONNX graph of decoder layers [start, end) of one model.
  *
- * Inputs                                   Outputs
- *   hidden_states            [1, seq, H]     hidden_states_out      [1, seq, H]
- *   past_key_values.{l}.key  [1, kvH, past, D]  present.{l}.key     [1, kvH, past+seq, D]
- *   past_key_values.{l}.value                    present.{l}.value
- * for every layer l in [start, end). Prefill feeds seq = prompt length with past = 0;
- * decode feeds seq = 1. Positions are past .. past+seq-1, derived inside the graph from the
- * past length, so one graph serves both. Attention is onnxruntime's GroupQueryAttention
- * (com.microsoft) with a separate RotaryEmbedding; norms are (Skip)SimplifiedLayerNormalization;
- * linear layers are Gemm with transB = 1 over Hugging Face's [out, in] weights, or
- * MatMulNBits over block-quantized ones (onnx/linear-ops.ts), as the weight format says.
+ * Inputs                                      Outputs
+ *   hidden_states            [B, seq, H]        hidden_states_out   [B, seq, H]
+ *   past_lengths             [B] int32          new.{l}.key         [B, seq, kvH*D]
+ *   past_key_values.{l}.key  [B, kvH, cap, D]   new.{l}.value       [B, seq, kvH*D]
+ *   past_key_values.{l}.value                   present.{l}.key     [B, kvH, max(cap, past+seq), D]
+ *                                               present.{l}.value
+ * for every layer l in [start, end). `past_lengths[b]` is how many positions batch entry b
+ * holds; the past tensors may have more room (`cap` ≥ every past length: a KV pool's
+ * preallocated capacity, or exactly the length when the KV grows step by step). Positions
+ * are past .. past+seq-1 per entry, so one graph serves prefill (past 0), decode (seq 1),
+ * a suffix on a reused prefix, and a batch of sessions each at its own length (seq equal
+ * across the batch). Attention is onnxruntime's GroupQueryAttention (com.microsoft) with a
+ * separate RotaryEmbedding; it reads each entry's first `past_lengths[b]` positions (its
+ * seqlens_k); `new.*` are the K (after rotary) and V of the fed positions alone, so a pool
+ * writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
+ * API copies every fetched output); `present.*` is the past followed by the new positions,
+ * which a runtime keeping KV on the GPU binds back as the next past.
+ * Norms are (Skip)SimplifiedLayerNormalization; linear layers are Gemm with transB = 1 over
+ * Hugging Face's [out, in] weights, or MatMulNBits over block-quantized ones
+ * (onnx/linear-ops.ts), as the weight format says.
  */
 import { GraphBuilder } from './onnx/graph-builder.ts';
 import { emitLinear } from './onnx/linear-ops.ts';
@@ -31,6 +41,10 @@ export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;
 export const pastValueName = (layer: number) => `past_key_values.${layer}.value`;
 export const presentKeyName = (layer: number) => `present.${layer}.key`;
 export const presentValueName = (layer: number) => `present.${layer}.value`;
+/** Positions each batch entry's past KV holds: [B] int32. */
+export const SHARD_INPUT_PAST_LENGTHS = 'past_lengths';
+export const newKeyName = (layer: number) => `new.${layer}.key`;
+export const newValueName = (layer: number) => `new.${layer}.value`;
 
 export function onnxType(dtype: ActivationDtype): OnnxTypeCode {
   return dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT;
@@ -56,44 +70,54 @@ export function buildShardGraph(
   const t = onnxType(dtype);
   const { hiddenSize: H, numKvHeads, headDim: D } = config;
 
-  const input = g.input(SHARD_INPUT_HIDDEN, t, [1, 'sequence', H]);
+  const input = g.input(SHARD_INPUT_HIDDEN, t, ['batch', 'sequence', H]);
+  const pastLengths = g.input(SHARD_INPUT_PAST_LENGTHS, OnnxType.INT32, ['batch']);
   for (let l = range.start; l < range.end; l++) {
-    g.input(pastKeyName(l), t, [1, numKvHeads, 'past_sequence', D]);
-    g.input(pastValueName(l), t, [1, numKvHeads, 'past_sequence', D]);
+    g.input(pastKeyName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
+    g.input(pastValueName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
   }
 
-  // Sequence bookkeeping shared by all layers: total = past + seq; seqlens_k = total - 1.
-  const past = g.op1('Shape', [pastKeyName(range.start)], { start: 2, end: 3 });
-  const seq = g.op1('Shape', [input], { start: 1, end: 2 });
-  const total = g.op1('Add', [past, seq]); // [1] int64
-  const seqlensK = g.op1('Cast', [g.op1('Sub', [total, g.int64([1])])], { to: OnnxType.INT32 }); // [1]
-  const totalScalar = g.op1('Cast', [g.op1('Squeeze', [total, g.int64([0])])], { to: OnnxType.INT32 }); // []
-  const positionIds = g.op1('Unsqueeze', [g.op1('Range', [g.op1('Squeeze', [past, g.int64([0])]), g.op1('Squeeze', [total, g.int64([0])]), g.int64([1], [])]), g.int64([0])]); // [1, seq]
+  // Sequence bookkeeping shared by all layers, per batch entry b:
+  // seqlens_k[b] = past[b] + seq - 1; total = max_b past[b] + seq; positions past[b] .. past[b]+seq-1.
+  const rows = g.op1('Shape', [input], { start: 0, end: 2 }); // [2] int64: B, seq
+  const seq = g.op1('Shape', [input], { start: 1, end: 2 }); // [1] int64
+  const seq32 = g.op1('Cast', [seq], { to: OnnxType.INT32 });
+  const seqlensK = g.op1('Sub', [g.op1('Add', [pastLengths, seq32]), g.int32([1])]); // [B] int32
+  const totalScalar = g.op1('Add', [g.op1('ReduceMax', [pastLengths], { keepdims: 0 }), g.op1('Squeeze', [seq32, g.int64([0])])]); // [] int32
+  const offsets = g.op1('Range', [g.int64([0], []), g.op1('Squeeze', [seq, g.int64([0])]), g.int64([1], [])]); // [seq]
+  const pastColumn = g.op1('Unsqueeze', [g.op1('Cast', [pastLengths], { to: OnnxType.INT64 }), g.int64([1])]); // [B, 1]
+  const positionIds = g.op1('Add', [pastColumn, g.op1('Unsqueeze', [offsets, g.int64([0])])]); // [B, seq]
 
-  // MatMulNBits takes [1, seq, K] as it comes, so quantized layers keep the batch axis
-  // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [seq, H].
+  // MatMulNBits takes [B, seq, K] as it comes, so quantized layers keep the batch axes
+  // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].
   const batched = weights.batchedLinears;
-  const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [1, seq, H] or [seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar });
+  const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [B, seq, H] or [B*seq, H]
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true });
   if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
-  else g.op1('Reshape', [out, g.int64([1, -1, H])], {}, { output: SHARD_OUTPUT_HIDDEN });
-  g.output(SHARD_OUTPUT_HIDDEN, t, [1, 'sequence', H]);
+  else g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
+  g.output(SHARD_OUTPUT_HIDDEN, t, ['batch', 'sequence', H]);
   for (let l = range.start; l < range.end; l++) {
-    g.output(presentKeyName(l), t, [1, numKvHeads, 'total_sequence', D]);
-    g.output(presentValueName(l), t, [1, numKvHeads, 'total_sequence', D]);
+    g.output(newKeyName(l), t, ['batch', 'sequence', numKvHeads * D]);
+    g.output(newValueName(l), t, ['batch', 'sequence', numKvHeads * D]);
+    g.output(presentKeyName(l), t, ['batch', numKvHeads, 'present_capacity', D]);
+    g.output(presentValueName(l), t, ['batch', numKvHeads, 'present_capacity', D]);
   }
   return g.build();
 }
 
 /** What the decoder layers read besides weights: the residual stream and sequence bookkeeping. */
 export interface DecoderSequence {
-  /** The residual stream: 2-D [seq, H] so Gemm can read Hugging Face's [out, in] weights, or [1, seq, H] when `batched`. */
+  /** The residual stream: 2-D [B*seq, H] so Gemm can read Hugging Face's [out, in] weights, or [B, seq, H] when `batched`. */
   readonly residual: string;
-  /** The residual stream keeps its batch axis: every linear is MatMulNBits (`GraphWeights.batchedLinears`). */
+  /** The residual stream keeps its batch axes: every linear is MatMulNBits (`GraphWeights.batchedLinears`). */
   readonly batched?: boolean;
-  readonly positionIds: string; // [1, seq] int64
-  readonly seqlensK: string; // [1] int32: total length - 1 (GroupQueryAttention)
-  readonly totalScalar: string; // [] int32: total length
+  readonly positionIds: string; // [B, seq] int64
+  readonly seqlensK: string; // [B] int32: each entry's total length - 1 (GroupQueryAttention)
+  readonly totalScalar: string; // [] int32: the longest entry's total length
+  /** [2] int64 holding B and seq; absent: B is 1. */
+  readonly rows?: string;
+  /** Name each layer's new K (after rotary) and V `new.{l}.key` / `new.{l}.value` [B, seq, kvH*D], for graph outputs. */
+  readonly newKv?: boolean;
 }
 
 /**
@@ -125,11 +149,12 @@ export function appendDecoderLayers(
   const headNorm = (x: string, heads: number, w: string) => {
     const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
     const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });
-    return g.op1('Reshape', [normed, g.int64(batchedStream ? [1, -1, heads * D] : [-1, heads * D])]);
+    if (!batchedStream) return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
+    return g.op1('Reshape', [normed, sequence.rows ? g.op1('Concat', [sequence.rows, g.int64([heads * D])], { axis: 0 }) : g.int64([1, -1, heads * D])]);
   };
 
   let residual = sequence.residual;
-  const { positionIds, seqlensK, totalScalar } = sequence;
+  const { positionIds, seqlensK, totalScalar, rows } = sequence;
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
@@ -157,13 +182,23 @@ export function appendDecoderLayers(
       q = headNorm(q, numHeads, names.qNorm);
       k = headNorm(k, numKvHeads, names.kNorm);
     }
-    const batched = (x: string) => (batchedStream ? x : g.op1('Unsqueeze', [x, g.int64([0])])); // [1, seq, n*D]
+    // [B*seq, n*D] → [B, seq, n*D] (a batched stream is already so)
+    const batched = (x: string, heads: number, output?: string) =>
+      batchedStream
+        ? output === undefined
+          ? x
+          : g.op1('Identity', [x], {}, { output })
+        : rows === undefined
+          ? g.op1('Unsqueeze', [x, g.int64([0])], {}, { output })
+          : g.op1('Reshape', [x, g.op1('Concat', [rows, g.int64([heads * D])], { axis: 0 })], {}, { output });
     // Rotary as its own op: GroupQueryAttention's built-in rotary needs headDim % 16 == 0.
-    const rotary = (x: string, heads: number) =>
-      g.op1('RotaryEmbedding', [batched(x), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft' });
+    const rotary = (x: string, heads: number, output?: string) =>
+      g.op1('RotaryEmbedding', [batched(x, heads), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft', output });
+    const newKey = rotary(k, numKvHeads, sequence.newKv ? newKeyName(l) : undefined);
+    const newValue = batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
     const [attention] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), rotary(k, numKvHeads), batched(v), pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
+      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
       { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) } },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );

@@ -9,7 +9,7 @@ import { parseControlMessage, serializeControlMessage, type ControlMessage } fro
 import type { LinkSocket } from '../runtime/socket-link.ts';
 import type { ShardService } from '../runtime/shard-service.ts';
 
-const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'unload', 'ping', 'stats']);
+const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'unload', 'fork', 'ping', 'stats']);
 
 export class PeerEndpoint {
   private closed = false;

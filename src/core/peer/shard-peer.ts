@@ -9,13 +9,16 @@
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import type { AssignMessage, ControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
+import { decodeBatchFrame, encodeBatchFrame, isBatchFrame, type BatchEntry, type BatchFrame } from '../frames/batch-frame-codec.ts';
 import { WIRE_WEIGHT_FORMATS, type WireWeightFormat, type WireWeights } from '../../shared/protocol.ts';
 import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
 import { assertFiniteActivations } from '../frames/finite-activations.ts';
 import type { LayerRange } from '../model/types.ts';
+import type { KvState } from '../runtime/kv-state.ts';
 import { KvStore } from '../runtime/kv-store.ts';
-import { CacheMissError, type ShardExecutor } from '../runtime/shard-executor.ts';
+import { PrefixStore } from '../runtime/prefix-store.ts';
+import { CacheMissError, type Activations, type ShardExecutor, type ShardStep } from '../runtime/shard-executor.ts';
 import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 
 /**
@@ -47,6 +50,8 @@ export interface ShardPeerOptions {
   readonly memoryBudgetBytes: number;
   /** Called after each served frame (telemetry). */
   readonly onServed?: (frame: ActivationFrame, ms: number) => void;
+  /** Memory for prefix entries (finished sessions' KV kept for reuse), apart from the budget above; 0 or absent: none kept. */
+  readonly prefixBudgetBytes?: number;
   /** Weight formats this peer serves (what its hello announces); default: all of them. */
   readonly weightFormats?: readonly WireWeightFormat[];
 }
@@ -69,8 +74,13 @@ export class ShardPeer implements ShardService {
   private framesServed = 0;
   /** One-position (decode) frames: count, ms handling them whole, ms inside the executor. */
   private readonly decode = { frames: 0, busyMs: 0, runMs: 0 };
+  private readonly batches = { frames: 0, entries: 0 };
+  /** Prefix entries (created with the first range). Protected: a test double evicts through it. */
+  protected prefixes: PrefixStore<unknown>;
 
-  constructor(private readonly options: ShardPeerOptions) {}
+  constructor(private readonly options: ShardPeerOptions) {
+    this.prefixes = new PrefixStore(options.prefixBudgetBytes ?? 0);
+  }
 
   /** Ranges loaded and ready. */
   get ranges(): LayerRange[] {
@@ -88,6 +98,7 @@ export class ShardPeer implements ShardService {
 
   /** Answer one binary activation frame. Never throws: failures become error replies. */
   async handleFrame(bytes: Uint8Array): Promise<FrameReply> {
+    if (isBatchFrame(bytes)) return this.handleBatch(bytes);
     let frame: ActivationFrame | undefined;
     const received = performance.now();
     try {
@@ -128,10 +139,20 @@ export class ShardPeer implements ShardService {
           return { kind: 'unloaded', id, range: message.range, loaded, freedEntries };
         }
         case 'release': {
-          const freedEntries = this.store?.release(message.sessionId) ?? 0;
+          let keptPrefixes: number | undefined;
+          let freedEntries: number;
+          if (message.keepPrefix && this.store) {
+            const states = this.store.detach(message.sessionId);
+            freedEntries = states.length;
+            keptPrefixes = this.prefixes.keep(message.keepPrefix.prefixId, states, message.keepPrefix.length);
+          } else {
+            freedEntries = this.store?.release(message.sessionId) ?? 0;
+          }
           this.remember(message.sessionId);
-          return { kind: 'released', id, sessionId: message.sessionId, freedEntries };
+          return { kind: 'released', id, sessionId: message.sessionId, freedEntries, ...(keptPrefixes !== undefined && { keptPrefixes }) };
         }
+        case 'fork':
+          return this.fork(message.sessionId, message.prefixId, message.range, message.length, id);
         case 'ping':
           return { kind: 'pong', id, t: message.t };
         case 'stats':
@@ -146,6 +167,7 @@ export class ShardPeer implements ShardService {
 
   stats(id?: string): ControlMessage {
     const s = this.store?.stats();
+    const p = this.prefixes.stats();
     return {
       kind: 'stats',
       ...(id !== undefined && { id }),
@@ -157,11 +179,19 @@ export class ShardPeer implements ShardService {
       decodeFrames: this.decode.frames,
       decodeBusyMs: this.decode.busyMs,
       decodeRunMs: this.decode.runMs,
+      batchFrames: this.batches.frames,
+      batchedEntries: this.batches.entries,
+      prefixEntries: p.entries,
+      prefixBytes: p.bytes,
+      prefixBudgetBytes: p.budgetBytes,
+      prefixHits: p.hits,
+      prefixEvictions: p.evictions,
     };
   }
 
   async dispose(): Promise<void> {
     this.store?.clear();
+    this.prefixes.clear();
     const executors = [...this.executors.values()];
     this.executors.clear();
     await Promise.all(executors.map((e) => e.dispose()));
@@ -180,6 +210,7 @@ export class ShardPeer implements ShardService {
     this.executors.delete(key);
     if ((this.running.get(key) ?? 0) > 0) await new Promise<void>((resolve) => this.idleWaiters.set(key, [...(this.idleWaiters.get(key) ?? []), resolve]));
     const freedEntries = this.store?.releaseRange(range) ?? 0;
+    this.prefixes.releaseRange(range); // prefix entries on those layers could never be forked again
     await executor.dispose();
     this.store?.setBudget(this.kvBudget());
     return { loaded: true, freedEntries };
@@ -231,10 +262,10 @@ export class ShardPeer implements ShardService {
     // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
     const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
     if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
-    // The position rule (protocol 2.3): a frame that starts below the KV's length drops the
+    // The position rule (protocol 3.1): a frame that starts below the KV's length drops the
     // positions from its start on, then runs (a speculative step's rejected drafts, a rebuild
-    // from 0); one that starts above it is a cache miss. KV that cannot be trimmed where it
-    // lives (GPU buffers) is emptied by `truncate`, so that frame is a cache miss too.
+    // from 0); one that starts above it is a cache miss. Truncation is exact in both KV modes
+    // (it lowers the length the graph reads); a state it left short is a cache miss too.
     if (kv.length > frame.startPosition) kv.truncate(frame.startPosition);
     if (kv.length < frame.startPosition) {
       throw new ProtocolError('cache_miss', `KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end}) holds ${kv.length} positions, the frame starts at ${frame.startPosition}`, context);
@@ -253,6 +284,120 @@ export class ShardPeer implements ShardService {
       this.store.enforceBudget(kv);
       this.stepEnded(key);
     }
+  }
+
+  /**
+   * Start a session's KV on `range` from a prefix entry: its own copy of the first `length`
+   * positions (the entry is never written). A missing or short entry is a cache miss.
+   */
+  private fork(sessionId: string, prefixId: string, range: LayerRange, length: number, id?: string): ControlMessage {
+    const context = { sessionId };
+    if (!this.executors.has(rangeKey(range)) || !this.store) throw new ProtocolError('not_ready', `layers [${range.start}, ${range.end}) are not loaded on this peer`, context);
+    if (this.released.has(sessionId)) throw new ProtocolError('unknown_session', `session ${sessionId} was released on this peer`, context);
+    const source = this.prefixes.find(prefixId, range, length);
+    if (!source) throw new ProtocolError('cache_miss', `no prefix entry ${prefixId} of ${length} positions on layers [${range.start}, ${range.end})`, context);
+    const existing = this.store.find(sessionId, range);
+    if (existing) this.store.discard(existing);
+    const kv = this.store.acquire(sessionId, range);
+    if (!kv.copyFrom(source, length)) {
+      this.store.discard(kv);
+      throw new ProtocolError('cache_miss', `prefix entry ${prefixId} cannot be copied on this runtime`, context);
+    }
+    this.store.enforceBudget(kv);
+    return { kind: 'forked', ...(id !== undefined && { id }), sessionId, length };
+  }
+
+  /** Answer a batched frame: each entry runs (or fails) on its own; entries of equal token count run together. */
+  private async handleBatch(bytes: Uint8Array): Promise<FrameReply> {
+    let frame: BatchFrame | undefined;
+    try {
+      frame = decodeBatchFrame(bytes);
+      if (frame.kind !== 'batch') throw new ProtocolError('bad_frame', 'a peer does not accept batch result frames', { requestId: frame.requestId });
+      const executor = this.executors.get(rangeKey(frame.range));
+      if (!executor || !this.store) {
+        throw new ProtocolError('not_ready', `layers [${frame.range.start}, ${frame.range.end}) are not loaded on this peer`, { requestId: frame.requestId });
+      }
+      // Counted as running on its range, like a single step: an unload waits for it.
+      const key = rangeKey(frame.range);
+      this.running.set(key, (this.running.get(key) ?? 0) + 1);
+      let results: BatchEntry[];
+      try {
+        results = await this.runEntries(executor, frame);
+      } finally {
+        this.stepEnded(key);
+      }
+      this.batches.frames++;
+      this.batches.entries += frame.entries.length;
+      return { frame: encodeBatchFrame({ ...frame, kind: 'batch-result', entries: results }) };
+    } catch (error) {
+      return { error: errorToControlMessage(toWireError(error), { requestId: frame?.requestId ?? peekRequestId(bytes) }) };
+    }
+  }
+
+  private async runEntries(executor: ShardExecutor, frame: BatchFrame): Promise<BatchEntry[]> {
+    const store = this.store!;
+    const results: BatchEntry[] = new Array(frame.entries.length);
+    const failed = (i: number, error: unknown) => {
+      const e = frame.entries[i];
+      const wire = toWireError(error);
+      const code = wire instanceof ProtocolError ? wire.code : 'internal';
+      const message = wire instanceof Error ? wire.message : String(wire);
+      results[i] = { sessionId: e.sessionId, startPosition: e.startPosition, tokens: e.error ? e.tokens : e.activations.tokens, error: { code, message } };
+    };
+    // Checks per entry; the ones that pass are grouped by token count.
+    const groups = new Map<number, { index: number; step: ShardStep; kv: KvState<unknown> }[]>();
+    frame.entries.forEach((e, i) => {
+      try {
+        if (e.error) throw new ProtocolError('bad_frame', 'a batch entry carries an error');
+        const context = { sessionId: e.sessionId, requestId: frame.requestId };
+        if (this.released.has(e.sessionId)) throw new ProtocolError('unknown_session', `session ${e.sessionId} was released on this peer`, context);
+        assertFiniteActivations(e.activations, context);
+        const kv = e.startPosition === 0 ? store.acquire(e.sessionId, frame.range) : store.find(e.sessionId, frame.range);
+        if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${e.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
+        // The position rule per entry, as for a single frame (a speculative step's rejected drafts).
+        if (kv.length > e.startPosition) kv.truncate(e.startPosition);
+        if (kv.length < e.startPosition) throw new CacheMissError(e.sessionId, kv.length, e.startPosition);
+        const group = groups.get(e.activations.tokens) ?? [];
+        group.push({ index: i, step: { sessionId: e.sessionId, startPosition: e.startPosition, hidden: e.activations }, kv });
+        groups.set(e.activations.tokens, group);
+      } catch (error) {
+        failed(i, error);
+      }
+    });
+    for (const [tokens, group] of groups) {
+      // Several positions with past context run one entry at a time (a speculative step, a
+      // pipelined chunk): onnxruntime's GroupQueryAttention takes batch 1 there.
+      const max = tokens === 1 ? Math.max(1, executor.maxBatch ?? 1) : 1;
+      for (let at = 0; at < group.length; at += max) {
+        const chunk = group.slice(at, at + max);
+        for (const c of chunk) store.pin(c.kv);
+        const started = performance.now();
+        try {
+          const outs: Activations[] =
+            executor.runBatch && chunk.length > 1
+              ? await executor.runBatch(chunk.map((c) => c.step), chunk.map((c) => c.kv))
+              : [await executor.run(chunk[0].step, chunk[0].kv)];
+          chunk.forEach((c, j) => {
+            results[c.index] = { sessionId: c.step.sessionId, startPosition: c.step.startPosition, activations: outs[j] };
+            this.tokensServed += c.step.hidden.tokens;
+          });
+          if (chunk[0].step.hidden.tokens === 1) {
+            this.decode.frames += chunk.length;
+            this.decode.runMs += performance.now() - started;
+          }
+        } catch (error) {
+          for (const c of chunk) failed(c.index, error);
+        } finally {
+          for (const c of chunk) {
+            store.unpin(c.kv);
+            if (c.kv.length === 0 && !c.kv.isDisposed) store.discard(c.kv);
+          }
+          for (const c of chunk) if (!c.kv.isDisposed) store.enforceBudget(c.kv);
+        }
+      }
+    }
+    this.framesServed++;
+    return results;
   }
 
   private stepEnded(key: number): void {

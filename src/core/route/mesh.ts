@@ -17,6 +17,7 @@ import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts'
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
+import { BatchingLink } from './batching-link.ts';
 import { LeasedLink } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { HopFailure } from './hop-failure.ts';
@@ -49,6 +50,11 @@ export interface MeshOptions extends PlanOptions {
   readonly quarantine?: QuarantinePolicy;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /**
+   * Fold concurrent sessions' decode steps to one peer and range into batched frames
+   * (BatchingLink; default true). Off: every step travels alone.
+   */
+  readonly batching?: boolean;
   /**
    * A range unused this long — in neither plan, no lease opened or closed on it, and no change
    * to the mesh — is unloaded from its peer (default 5 s).
@@ -125,7 +131,8 @@ export class Mesh implements RouteProvider, VerifierSource {
   addPeer(init: MeshPeerInit): MeshPeer {
     if (this.members.has(init.id)) throw new ProtocolError('peer_id_taken', `peer id '${init.id}' is already in the mesh`);
     // A peer that rejoins under the same id keeps the quarantine it had.
-    const peer: MeshPeer = { ...init, joinedAt: this.clock.now(), ranges: [], quarantine: this.quarantines.get(init.id) };
+    const link = this.options.batching === false ? init.link : new BatchingLink(init.link);
+    const peer: MeshPeer = { ...init, link, joinedAt: this.clock.now(), ranges: [], quarantine: this.quarantines.get(init.id) };
     this.members.set(init.id, peer);
     void init.link.closed.then(() => {
       if (this.members.get(init.id) === peer) this.removePeer(init.id);

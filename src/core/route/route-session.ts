@@ -42,6 +42,7 @@ import { HopHistory } from './hop-history.ts';
 import { HopLatency } from './hop-latency.ts';
 import { cutChunks, prefillChunkSize, runPipelined } from './pipelined-prefill.ts';
 import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
+import type { PrefixMatch, PrefixRegistry } from './prefix-registry.ts';
 import type { HopLease, RepairCause, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
 import { TokenOutput } from './token-output.ts';
 import type { HopVerifier } from './verify-hop.ts';
@@ -100,6 +101,11 @@ export interface RouteSessionDeps extends SessionPolicy {
   readonly onUpdate?: (telemetry: SessionTelemetry) => void;
   /** Called once, synchronously, when the outcome is recorded (before the hops are released). */
   readonly onSettled?: (telemetry: SessionTelemetry) => void;
+  /**
+   * Prefix reuse: start from the longest prefix entry the route's hops hold (fork, then
+   * prefill only the rest), and leave a finished session's KV behind as a new entry.
+   */
+  readonly prefixes?: PrefixRegistry;
   /** `--verify`: checks a sampled share of hop answers against a replay elsewhere (verify-hop.ts). */
   readonly verifier?: HopVerifier;
 }
@@ -113,6 +119,11 @@ interface HopState {
 
 type Outcome = Exclude<SessionOutcome, 'running'>;
 
+/** The first `tokens` positions of a block (a view). */
+function firstPositions(a: Activations, tokens: number): Activations {
+  return { ...a, data: a.data.subarray(0, tokens * a.hiddenSize) as Float32Array | Uint16Array, tokens };
+}
+
 export class RouteSession implements AsyncIterable<SessionEvent> {
   readonly telemetry: SessionTelemetry;
   /** Resolves when every hop was released (or its release timed out) and every link closed. */
@@ -123,6 +134,8 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   private readonly leases: HopLease[] = []; // every lease handed to this session, to release
   private readonly banned = new Set<string>();
   private closing: Promise<void> | undefined;
+  /** Tokens whose positions the hops hold, in order (prompt, then each step's block: its last token and drafts). */
+  private readonly sequence: number[] = [];
   private readonly clock: Clock;
   private readonly detach: () => void;
   private readonly speculation: Speculation;
@@ -172,18 +185,25 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
       const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint);
       await this.openRoute(signal);
-      let fed: readonly number[] = promptIds; // tokens whose positions the next step fills
-      let position = 0;
+      let position = await this.reusePrefix(signal);
+      let fed: readonly number[] = promptIds.slice(position); // tokens whose positions the next step fills
+      this.sequence.push(...promptIds.slice(0, position));
+      let first = true;
       for (;;) {
-        // The prefill drafts nothing (its first token is the one a draft would follow).
-        const drafts = position === 0 || !this.canRollBack() ? [] : await output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
+        // The first step (the prompt, or what prefix reuse left of it) drafts nothing: its last
+        // token is the one a draft would follow.
+        const drafts = first || !this.canRollBack() ? [] : await output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
+        first = false;
         signal.throwIfAborted();
         const block = drafts.length === 0 ? fed : [...fed, ...drafts.map((d) => d.tokenId)];
         const { hidden, offset } = await this.step(block, position, signal);
+        // The hops now hold `block` at `position…` (drafts included until the next step cuts them).
+        this.sequence.length = position;
+        this.sequence.push(...block);
         signal.throwIfAborted();
         // Row i scores the position after fed's last token plus i drafts.
-        const first = fed.length - 1 - offset;
-        const logits = await head.logits(hidden, Array.from({ length: drafts.length + 1 }, (_, i) => first + i));
+        const firstRow = fed.length - 1 - offset;
+        const logits = await head.logits(hidden, Array.from({ length: drafts.length + 1 }, (_, i) => firstRow + i));
         let kept = 0;
         for (let i = 0; i <= drafts.length; i++) {
           const { token, done, accepted } = await output.next(logits.subarray(i * vocabSize, (i + 1) * vocabSize), drafts[i]);
@@ -194,7 +214,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
           if (done) {
             this.speculation.record(drafts.length, kept);
             this.settle('finished');
-            yield done;
+            yield this.telemetry.cachedTokens && done.type === 'done' ? { ...done, usage: { ...done.usage, cachedTokens: this.telemetry.cachedTokens } } : done;
             return;
           }
           if (!accepted) break; // a replaced draft voids the rest of the step
@@ -280,23 +300,80 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     if (!this.controller.signal.aborted) this.controller.abort(new DOMException('the session closed', 'AbortError'));
     this.detach();
     const timeoutMs = this.deps.releaseTimeoutMs ?? 5000;
-    await Promise.all([...this.leases.map((lease) => this.release(lease, timeoutMs)), this.speculation.close().catch(() => undefined)]);
+    // A finished session's KV (every current hop holds each position of `sequence`) stays behind as a prefix entry.
+    const length = this.sequence.length;
+    const keep = this.deps.prefixes && this.telemetry.outcome === 'finished' && length > 0 && this.hops.length > 0 && this.hops.every((h) => !h.stale && h.history.length === length)
+      ? { prefixId: globalThis.crypto.randomUUID(), length }
+      : undefined;
+    const current = new Set(this.hops.map((h) => h.lease));
+    const [kept] = await Promise.all([Promise.all(this.leases.map((lease) => this.release(lease, timeoutMs, current.has(lease) ? keep : undefined))), this.speculation.close().catch(() => undefined)]);
+    if (keep && kept.every((k, i) => !current.has(this.leases[i]) || k > 0)) {
+      this.deps.prefixes!.add({
+        prefixId: keep.prefixId,
+        tokens: this.sequence.slice(),
+        hops: this.hops.map((h) => ({ peerId: h.lease.peerId, range: h.lease.range })),
+        inputs: this.hops.map((h) => h.history.replay()),
+      });
+    }
     this.deps.onUpdate?.(this.telemetry);
     this.markClosed();
   }
 
-  private async release(lease: HopLease, timeoutMs: number): Promise<void> {
+  /** Release one lease (keeping its KV as a prefix entry when asked); resolves to the prefix entries the peer kept. */
+  private async release(lease: HopLease, timeoutMs: number, keepPrefix?: { prefixId: string; length: number }): Promise<number> {
     const timeout = new AbortController();
     const cancel = this.clock.setTimeout(() => timeout.abort(new Error(`no 'released' within ${timeoutMs} ms`)), timeoutMs);
+    let kept = 0;
     try {
-      const answer = await lease.link.control({ kind: 'release', sessionId: this.request.sessionId }, timeout.signal);
-      this.telemetry.releases.push({ peerId: lease.peerId, freedEntries: answer.kind === 'released' ? answer.freedEntries : undefined });
+      const answer = await lease.link.control({ kind: 'release', sessionId: this.request.sessionId, ...(keepPrefix && { keepPrefix }) }, timeout.signal);
+      kept = answer.kind === 'released' ? (answer.keptPrefixes ?? 0) : 0;
+      this.telemetry.releases.push({ peerId: lease.peerId, freedEntries: answer.kind === 'released' ? answer.freedEntries : undefined, ...(keepPrefix && { keptPrefixes: kept }) });
     } catch (error) {
       this.telemetry.releases.push({ peerId: lease.peerId, error: error instanceof Error ? error.message : String(error) });
     } finally {
       cancel();
     }
     await lease.link.close('session closed');
+    return kept;
+  }
+
+  /**
+   * Start from the longest prefix entry every hop of the route holds: each hop forks the
+   * session's KV from it (a copy: the entry is never written) and its history gets the
+   * entry's recorded inputs, so a later cache miss replays as usual. Returns the positions
+   * reused (0: none matched, or a hop no longer held the entry and the session starts cold).
+   */
+  private async reusePrefix(signal: AbortSignal): Promise<number> {
+    const registry = this.deps.prefixes;
+    if (!registry || this.hops.length === 0) return 0;
+    const match = registry.match(this.request.promptIds, this.hops.map((h) => ({ peerId: h.lease.peerId, range: h.lease.range })));
+    if (!match) return 0;
+    const forked = await Promise.all(this.hops.map((hop) => this.fork(hop, match, signal)));
+    signal.throwIfAborted();
+    const reused = forked.every(Boolean);
+    registry.settle(match, reused);
+    if (!reused) return 0;
+    this.hops.forEach((hop, i) => hop.history.record(0, firstPositions(match.entry.inputs[i], match.length)));
+    this.telemetry.cachedTokens = match.length;
+    return match.length;
+  }
+
+  private async fork(hop: HopState, match: PrefixMatch, signal: AbortSignal): Promise<boolean> {
+    // A fork is a copy on the peer: it gets the release timeout, then the session starts cold.
+    const timeoutMs = this.deps.releaseTimeoutMs ?? 5000;
+    const deadline = new AbortController();
+    const onAbort = () => deadline.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const cancel = this.clock.setTimeout(() => deadline.abort(new Error(`no 'forked' within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      const answer = await hop.lease.link.control({ kind: 'fork', sessionId: this.request.sessionId, prefixId: match.entry.prefixId, range: hop.lease.range, length: match.length }, deadline.signal);
+      return answer.kind === 'forked' && answer.length === match.length;
+    } catch {
+      return false; // evicted (cache_miss), too slow, or the peer cannot: this hop prefills from 0
+    } finally {
+      cancel();
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   private async openRoute(signal: AbortSignal): Promise<void> {

@@ -8,6 +8,7 @@
  * are released (that goes on in the background). The HTTP edge only translates requests and
  * responses; every refusal here is a typed error it maps once.
  */
+import type { PrefixRegistry } from './prefix-registry.ts';
 import { completionBudget, type GenerationLimits } from '../model/generation-limits.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -73,6 +74,8 @@ export interface RouteSessionsOptions extends SessionPolicy {
   readonly drafters?: Drafters;
   /** How sessions draft when the request does not say (`--speculate`, default 'ngram'). */
   readonly speculate?: SpeculateMode;
+  /** Prefix reuse across requests (see RouteSessionDeps.prefixes). */
+  readonly prefixes?: PrefixRegistry;
   /** `--verify`: checks a sampled share of hop answers (verify-hop.ts). */
   readonly verifier?: HopVerifier;
 }
@@ -137,7 +140,7 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, verifier } = this.options;
+    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, prefixes, verifier } = this.options;
     const session = new RouteSession(
       {
         head,
@@ -153,6 +156,7 @@ export class RouteSessions {
         prefillChunk,
         draftLength,
         drafters,
+        prefixes,
         verifier,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);

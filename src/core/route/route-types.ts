@@ -80,12 +80,16 @@ export interface SessionTelemetry {
   /** Drafting: the mode, draft length, steps (round trips), drafts verified and kept. */
   speculation?: SpeculationTelemetry;
   /** Per hop, what its release answered: KV entries freed (or the error). */
-  readonly releases: { peerId: string; freedEntries?: number; error?: string }[];
+  readonly releases: { peerId: string; freedEntries?: number; keptPrefixes?: number; error?: string }[];
+  /** Prompt positions taken from a prefix entry the hops held (not sent again). */
+  cachedTokens?: number;
 }
 
 export interface Usage {
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Prompt tokens whose KV came from a prefix entry (OpenAI's `prompt_tokens_details.cached_tokens`). */
+  readonly cachedTokens?: number;
 }
 
 export type SessionEvent =

@@ -62,6 +62,16 @@ export class KvStore<T> {
     state.dispose();
   }
 
+  /** Take every state of the session out of the store without disposing them (their bytes leave the total). */
+  detach(sessionId: string): KvState<T>[] {
+    const states = [...(this.bySession.get(sessionId) ?? [])];
+    for (const state of states) {
+      this.forget(state);
+      state.rebind(undefined);
+    }
+    return states;
+  }
+
   /** Dispose every state the session holds here. Returns how many were freed. */
   release(sessionId: string): number {
     const states = this.bySession.get(sessionId) ?? [];

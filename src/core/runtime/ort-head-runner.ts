@@ -19,6 +19,12 @@ export interface HeadRunner {
    * outside `[0, hidden.tokens)`.
    */
   logits(hidden: Activations, rows?: readonly number[]): Promise<Float32Array>;
+  /**
+   * Logits of several blocks in one run (several sessions' steps at once): for block b the
+   * rows `rows[b]` (default its last position), [rows[b].length, vocab] each. Absent: one
+   * `logits` call each.
+   */
+  logitsBatch?(hiddens: readonly Activations[], rows?: readonly (readonly number[] | undefined)[]): Promise<Float32Array[]>;
   dispose(): Promise<void>;
 }
 
@@ -53,6 +59,34 @@ export class OrtHeadRunner implements HeadRunner {
     const positions = new this.ort.Tensor('int64', BigInt64Array.from(rows, (r) => BigInt(r)), [rows.length]);
     const out = (await this.head.run({ [HEAD_INPUT]: input, [HEAD_INPUT_POSITIONS]: positions }))[HEAD_OUTPUT_LOGITS];
     return out.data as Float32Array;
+  }
+
+  async logitsBatch(hiddens: readonly Activations[], rows: readonly (readonly number[] | undefined)[] = []): Promise<Float32Array[]> {
+    if (hiddens.length === 1) return [await this.logits(hiddens[0], rows[0])];
+    // The rows asked for, side by side as one sequence; the graph gathers every one of them.
+    const H = this.hiddenSize;
+    const picked = hiddens.map((h, b) => {
+      checkActivations(h, H);
+      const these = rows[b] ?? [h.tokens - 1];
+      if (these.length === 0) throw new RangeError('logits of no position were asked for');
+      for (const row of these) {
+        if (!Number.isInteger(row) || row < 0 || row >= h.tokens) throw new RangeError(`position ${row} is outside the ${h.tokens} positions given`);
+      }
+      return these;
+    });
+    const total = picked.reduce((n, these) => n + these.length, 0);
+    const data = this.dtype === 'fp16' ? new Uint16Array(total * H) : new Float32Array(total * H);
+    let at = 0;
+    hiddens.forEach((h, b) => {
+      for (const row of picked[b]) data.set(h.data.subarray(row * H, (row + 1) * H), at++ * H);
+    });
+    const type = this.dtype === 'fp16' ? 'float16' : 'float32';
+    const input = new this.ort.Tensor(type, data as Float32Array, [1, total, H]);
+    const positions = new this.ort.Tensor('int64', BigInt64Array.from({ length: total }, (_, i) => BigInt(i)), [total]);
+    const out = (await this.head.run({ [HEAD_INPUT]: input, [HEAD_INPUT_POSITIONS]: positions }))[HEAD_OUTPUT_LOGITS].data as Float32Array;
+    const V = this.vocabSize;
+    let from = 0;
+    return picked.map((these) => out.slice(from * V, (from += these.length) * V));
   }
 
   async dispose(): Promise<void> {

@@ -9,7 +9,7 @@ import { presentKeyName, presentValueName, type ActivationDtype } from '../model
 import type { ModelConfig } from '../model/types.ts';
 import { OrtHeadRunner } from './ort-head-runner.ts';
 import { createOrtSession, type CreatedSession, type OrtModule, type OrtSessionOptions, type PackedWeights } from './ort-session.ts';
-import { OrtShardExecutor } from './ort-shard-executor.ts';
+import { OrtShardExecutor, type KvMode } from './ort-shard-executor.ts';
 import type { RunQueue } from './run-queue.ts';
 
 export interface OrtLoaderOptions {
@@ -19,6 +19,12 @@ export interface OrtLoaderOptions {
   readonly extra?: Record<string, unknown>;
   /** Keep KV outputs on the GPU when the provider is WebGPU. */
   readonly kvOnGpu?: boolean;
+  /**
+   * How executors keep KV (see KvState): default 'pool' on CPU and wasm, 'replace' where it
+   * stays on the GPU. 'replace' on CPU is the unpooled path (every step returns the whole
+   * present KV), kept as the reference the pool is tested against.
+   */
+  readonly kvMode?: KvMode;
   /**
    * Every executor this loader creates runs its sessions through this queue, one call at a
    * time (onnxruntime-web refuses concurrent runs; see RunQueue). Absent: runs may overlap.
@@ -72,7 +78,7 @@ export async function createShardExecutor(
   const gpuOutputs: string[] = [];
   for (let l = part.range.start; l < part.range.end; l++) gpuOutputs.push(presentKeyName(l), presentValueName(l));
   const { session, provider } = await openWithWeights(graph, weights, options, gpuOutputs);
-  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength, options.runQueue);
+  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength, options.runQueue, options.kvMode);
 }
 
 /** An executor for a layers artifact, reading its weights from the checkpoint. */

@@ -1,14 +1,30 @@
 /**
- * ShardExecutor on onnxruntime (either runtime, injected). Feeds the session's past KV,
- * runs the shard graph, and hands the present KV to the KvState, which owns it from then on.
+ * ShardExecutor on onnxruntime (either runtime, injected). Two ways to keep the KV (see
+ * KvState), picked per executor:
+ *
+ * - **pool** (CPU and wasm tensors): each session's KV sits in preallocated
+ *   [1, kvHeads, capacity, headDim] buffers, fed whole as the past (onnxruntime-node binds a
+ *   CPU input's typed array without copying; onnxruntime-web copies inputs into the wasm
+ *   heap on every run). Only `hidden_states_out` and the new positions' K/V (`new.*`) are
+ *   fetched, and written into the buffers here: no fetched output grows with the context.
+ *   (Fetching `present.*` would be copied back whole by the JS API on every step, even into
+ *   a preallocated output: measured in the note of issue 17.)
+ * - **replace** (KV on the GPU): `present.*` stays in GPU buffers (`preferredOutputLocation`)
+ *   and becomes the next step's past; the JS API never reads it.
+ *
+ * `runBatch` runs several sessions' steps as one onnxruntime run (batch > 1, each entry at
+ * its own length): the weights are read once for all of them.
  */
 import type * as Ort from 'onnxruntime-common';
 import {
+  newKeyName,
+  newValueName,
   pastKeyName,
   pastValueName,
   presentKeyName,
   presentValueName,
   SHARD_INPUT_HIDDEN,
+  SHARD_INPUT_PAST_LENGTHS,
   SHARD_OUTPUT_HIDDEN,
   type ActivationDtype,
 } from '../model/shard-graph.ts';
@@ -17,26 +33,33 @@ import type { LayerRange, ModelConfig } from '../model/types.ts';
 import type { KvState, KvTensorOps, LayerKv } from './kv-state.ts';
 import type { OrtModule } from './ort-session.ts';
 import type { RunQueue } from './run-queue.ts';
+import { BatchStaging } from './batch-staging.ts';
 import { CacheMissError, checkActivations, type Activations, type ShardExecutor, type ShardStep } from './shard-executor.ts';
 
 type Tensor = Ort.Tensor;
+type FloatArray = Float32Array | Uint16Array;
 
-/** KV tensor operations for ORT tensors; truncation works on CPU-resident tensors only. */
-export function ortKvOps(ort: OrtModule): KvTensorOps<Tensor> {
+/** How an executor keeps KV: in place in pooled buffers, or replaced by each step's present tensors. */
+export type KvMode = 'pool' | 'replace';
+
+export type KvShape = Pick<ModelConfig, 'numKvHeads' | 'headDim'>;
+
+/** KV tensor operations for ORT tensors; growing works on CPU-resident tensors only. */
+export function ortKvOps(ort: OrtModule, shape: KvShape, dtype: ActivationDtype): KvTensorOps<Tensor> {
+  const type = dtype === 'fp16' ? 'float16' : 'float32';
+  const { numKvHeads: heads, headDim } = shape;
   return {
-    bytes: (t) => {
-      const itemSize = t.type === 'float16' ? 2 : 4;
-      return t.dims.reduce((a, b) => a * b, 1) * itemSize;
-    },
-    truncate: (t, length) => {
-      if (t.location !== 'cpu') return undefined; // GPU-resident KV: rebuilt instead of trimmed
-      const [b, heads, positions, headDim] = t.dims;
-      const data = t.data as Float32Array | Uint16Array;
-      const out = new (data.constructor as Float32ArrayConstructor | Uint16ArrayConstructor)(b * heads * length * headDim);
-      for (let h = 0; h < b * heads; h++) {
-        out.set(data.subarray(h * positions * headDim, h * positions * headDim + length * headDim), h * length * headDim);
+    bytes: (t) => t.dims.reduce((a, b) => a * b, 1) * (t.type === 'float16' ? 2 : 4),
+    capacity: (t) => t.dims[2],
+    grow: (t, capacity, length) => {
+      if (t !== undefined && t.location !== 'cpu') return undefined; // GPU-resident KV: replaced, never grown here
+      const out = dtype === 'fp16' ? new Uint16Array(heads * capacity * headDim) : new Float32Array(heads * capacity * headDim);
+      if (t !== undefined && length > 0) {
+        const data = t.data as FloatArray;
+        const from = t.dims[2];
+        for (let h = 0; h < heads; h++) out.set(data.subarray(h * from * headDim, (h * from + length) * headDim), h * capacity * headDim);
       }
-      return new ort.Tensor(t.type as 'float32', out as Float32Array, [b, heads, length, headDim]);
+      return new ort.Tensor(type, out as Float32Array, [1, heads, capacity, headDim]);
     },
     dispose: (t) => {
       if (t.location === 'gpu-buffer') t.dispose();
@@ -44,9 +67,28 @@ export function ortKvOps(ort: OrtModule): KvTensorOps<Tensor> {
   };
 }
 
+/**
+ * Write the new positions' K or V, [B, seq, kvHeads*headDim] row-major, into entry `b`'s
+ * pooled buffer [1, kvHeads, capacity, headDim] at positions start .. start+seq-1.
+ */
+function writeNew(into: FloatArray, capacity: number, fresh: FloatArray, b: number, seq: number, start: number, heads: number, headDim: number): void {
+  const row = heads * headDim;
+  for (let i = 0; i < seq; i++) {
+    const src = (b * seq + i) * row;
+    for (let h = 0; h < heads; h++) {
+      const at = (h * capacity + start + i) * headDim;
+      into.set(fresh.subarray(src + h * headDim, src + (h + 1) * headDim), at);
+    }
+  }
+}
+
 export class OrtShardExecutor implements ShardExecutor<Tensor> {
   readonly kvOps: KvTensorOps<Tensor>;
+  readonly kvMode: KvMode;
   private readonly tensorType: 'float32' | 'float16';
+  private readonly poolFetches: string[] = [SHARD_OUTPUT_HIDDEN];
+  private readonly replaceFetches: string[] = [SHARD_OUTPUT_HIDDEN];
+  private readonly staging: BatchStaging;
 
   constructor(
     private readonly ort: OrtModule,
@@ -59,38 +101,146 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     readonly weightsBytes = 0,
     /** Runs go through it one at a time when given (onnxruntime-web). */
     private readonly queue?: RunQueue,
+    /** Default: 'replace' when the KV lives on the GPU (WebGPU), else 'pool'. */
+    kvMode?: KvMode,
   ) {
-    this.kvOps = ortKvOps(ort);
+    this.kvOps = ortKvOps(ort, config, dtype);
     this.tensorType = dtype === 'fp16' ? 'float16' : 'float32';
+    this.kvMode = kvMode ?? (device === 'webgpu' ? 'replace' : 'pool');
+    for (let l = range.start; l < range.end; l++) {
+      this.poolFetches.push(newKeyName(l), newValueName(l));
+      this.replaceFetches.push(presentKeyName(l), presentValueName(l));
+    }
+    this.staging = new BatchStaging(ort, config.numKvHeads, config.headDim, dtype);
+  }
+
+  /** Most entries one `runBatch` takes (the pool keeps batching in memory); the replace mode runs one. */
+  get maxBatch(): number {
+    return this.kvMode === 'pool' ? 16 : 1;
   }
 
   async run(step: ShardStep, kv: KvState<Tensor>): Promise<Activations> {
-    checkActivations(step.hidden, this.config.hiddenSize);
-    if (step.hidden.dtype !== this.dtype) throw new RangeError(`activations are ${step.hidden.dtype}, the shard runs ${this.dtype}`);
-    // The peer trims a longer KV before the step (its position rule); here the lengths must agree.
-    if (kv.length !== step.startPosition) throw new CacheMissError(step.sessionId, kv.length, step.startPosition);
+    const [out] = await this.runBatch([step], [kv]);
+    return out;
+  }
 
+  /**
+   * Run several sessions' steps as one onnxruntime run. Every step must carry the same token
+   * count; each KvState follows its own step (truncated to its start if it holds more; a
+   * state holding fewer positions than its start rejects the whole call with CacheMissError
+   * before anything runs, so the caller takes that entry out and retries the rest).
+   */
+  async runBatch(steps: readonly ShardStep[], kvs: readonly KvState<Tensor>[]): Promise<Activations[]> {
+    if (steps.length === 0 || steps.length !== kvs.length) throw new RangeError(`a batch needs one KV state per step (${steps.length} steps, ${kvs.length} states)`);
+    const tokens = steps[0].hidden.tokens;
+    for (let b = 0; b < steps.length; b++) {
+      const step = steps[b];
+      checkActivations(step.hidden, this.config.hiddenSize);
+      if (step.hidden.dtype !== this.dtype) throw new RangeError(`activations are ${step.hidden.dtype}, the shard runs ${this.dtype}`);
+      if (step.hidden.tokens !== tokens) throw new RangeError(`a batch's steps carry one token count (${tokens} and ${step.hidden.tokens})`);
+      if (kvs[b].length < step.startPosition) throw new CacheMissError(step.sessionId, kvs[b].length, step.startPosition);
+    }
+    if (steps.length > 1 && this.kvMode !== 'pool') throw new RangeError(`this executor (KV ${this.kvMode}) runs one step at a time`);
+    if (steps.length > 1 && tokens > 1) throw new RangeError(`steps of ${tokens} positions run one at a time (GroupQueryAttention takes batch 1 with several positions and past context)`);
+    for (let b = 0; b < steps.length; b++) kvs[b].truncate(steps[b].startPosition);
+    // The peer's position rule trimmed already; a state that still disagrees must not run as
+    // if it held the positions before (a KvState that could not trim where it lives).
+    for (let b = 0; b < steps.length; b++) if (kvs[b].length !== steps[b].startPosition) throw new CacheMissError(steps[b].sessionId, kvs[b].length, steps[b].startPosition);
+    const pooled = this.kvMode === 'pool' && kvs.every((kv, b) => kv.reserve(steps[b].startPosition + tokens));
+    return pooled ? this.runPooled(steps, kvs, tokens) : this.runReplacing(steps[0], kvs[0]);
+  }
+
+  private async runPooled(steps: readonly ShardStep[], kvs: readonly KvState<Tensor>[], tokens: number): Promise<Activations[]> {
+    const { hiddenSize, numKvHeads, headDim } = this.config;
+    const batch = steps.length;
+    const hidden = batch === 1 ? steps[0].hidden.data : this.concat(steps.map((s) => s.hidden.data));
+    const feeds: Record<string, Tensor> = {
+      [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, hidden as Float32Array, [batch, tokens, hiddenSize]),
+      [SHARD_INPUT_PAST_LENGTHS]: new this.ort.Tensor('int32', Int32Array.from(steps, (s) => s.startPosition), [batch]),
+    };
+    const staged = batch === 1 ? undefined : this.staging.begin();
+    const starts = steps.map((s) => s.startPosition);
+    for (let layer = this.range.start; layer < this.range.end; layer++) {
+      if (!staged) {
+        const past = kvs[0].past(layer)!;
+        feeds[pastKeyName(layer)] = past.key;
+        feeds[pastValueName(layer)] = past.value;
+      } else {
+        // One [B, kvHeads, longest past, headDim] tensor per layer: a copy of each entry's valid positions.
+        const pasts = kvs.map((kv) => kv.past(layer)!);
+        feeds[pastKeyName(layer)] = staged.stage(pasts.map((p) => p.key), starts);
+        feeds[pastValueName(layer)] = staged.stage(pasts.map((p) => p.value), starts);
+      }
+    }
+    let results: Ort.InferenceSession.ReturnType;
+    try {
+      results = await this.runSession(feeds, this.poolFetches);
+    } finally {
+      staged?.done();
+    }
+    // A session released while the run was in flight (its client went away) has no buffers
+    // left to write: its output is still returned, nothing is written for it.
+    const live = kvs.map((kv) => !kv.isDisposed);
+    for (let layer = this.range.start; layer < this.range.end; layer++) {
+      const freshKey = results[newKeyName(layer)].data as FloatArray;
+      const freshValue = results[newValueName(layer)].data as FloatArray;
+      for (let b = 0; b < batch; b++) {
+        if (!live[b]) continue;
+        const past = kvs[b].past(layer)!;
+        const capacity = kvs[b].capacity;
+        writeNew(past.key.data as FloatArray, capacity, freshKey, b, tokens, steps[b].startPosition, numKvHeads, headDim);
+        writeNew(past.value.data as FloatArray, capacity, freshValue, b, tokens, steps[b].startPosition, numKvHeads, headDim);
+      }
+    }
+    for (let b = 0; b < batch; b++) if (live[b]) kvs[b].commit(steps[b].startPosition + tokens);
+    const out = results[SHARD_OUTPUT_HIDDEN].data as FloatArray;
+    const per = tokens * hiddenSize;
+    return steps.map((_, b) => ({ dtype: this.dtype, data: batch === 1 ? out : out.slice(b * per, (b + 1) * per), tokens, hiddenSize }));
+  }
+
+  private async runReplacing(step: ShardStep, kv: KvState<Tensor>): Promise<Activations[]> {
     const { hiddenSize } = this.config;
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, step.hidden.data as Float32Array, [1, step.hidden.tokens, hiddenSize]),
+      [SHARD_INPUT_PAST_LENGTHS]: new this.ort.Tensor('int32', Int32Array.of(step.startPosition), [1]),
     };
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const past = kv.past(layer) ?? this.emptyPast();
       feeds[pastKeyName(layer)] = past.key;
       feeds[pastValueName(layer)] = past.value;
     }
-    const results = await (this.queue ? this.queue.run(() => this.session.run(feeds)) : this.session.run(feeds));
+    const results = await this.runSession(feeds, this.replaceFetches);
     const present = new Map<number, LayerKv<Tensor>>();
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       present.set(layer, { key: results[presentKeyName(layer)], value: results[presentValueName(layer)] });
     }
     const total = step.startPosition + step.hidden.tokens;
-    if (present.get(this.range.start)!.key.dims[2] !== total) {
-      throw new Error(`shard returned KV of ${present.get(this.range.start)!.key.dims[2]} positions, expected ${total}`);
+    if (kv.isDisposed) {
+      // Released while the run was in flight: nothing keeps these tensors.
+      for (const p of present.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
+    } else {
+      try {
+        kv.append(present, total);
+      } catch (error) {
+        for (const p of present.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
+        throw new Error(`shard returned unusable KV: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
-    kv.append(present, total);
     const out = results[SHARD_OUTPUT_HIDDEN];
-    return { dtype: this.dtype, data: out.data as Float32Array | Uint16Array, tokens: step.hidden.tokens, hiddenSize };
+    return [{ dtype: this.dtype, data: out.data as FloatArray, tokens: step.hidden.tokens, hiddenSize }];
+  }
+
+  private runSession(feeds: Record<string, Tensor>, fetches: string[]): Promise<Ort.InferenceSession.ReturnType> {
+    const run = () => this.session.run(feeds, fetches);
+    return this.queue ? this.queue.run(run) : run();
+  }
+
+  private concat(parts: readonly FloatArray[]): FloatArray {
+    const length = parts.reduce((n, p) => n + p.length, 0);
+    const out = this.dtype === 'fp16' ? new Uint16Array(length) : new Float32Array(length);
+    let at = 0;
+    for (const p of parts) (out.set(p, at), (at += p.length));
+    return out;
   }
 
   private emptyPast(): LayerKv<Tensor> {

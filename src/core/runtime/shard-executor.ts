@@ -45,12 +45,20 @@ export interface ShardExecutor<T = unknown> {
   /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */
   readonly kvOps: KvTensorOps<T>;
   /**
-   * Run the shard over `step.hidden`, appending to `kv`, which must hold exactly
-   * `step.startPosition` positions (the peer trims a longer one first, see ShardPeer's
-   * position rule); otherwise the step throws CacheMissError and `kv` is unchanged.
-   * Activations of another dtype or hidden size throw RangeError.
+   * Run the shard over `step.hidden`, appending to `kv` from `step.startPosition` (a longer
+   * `kv` is truncated there first — the peer's position rule normally did so already). When
+   * `kv` holds fewer positions, or truncation emptied it (KV in GPU buffers), the step throws
+   * CacheMissError. Activations of another dtype or hidden size throw RangeError.
    */
   run(step: ShardStep, kv: KvState<T>): Promise<Activations>;
+  /**
+   * Run several sessions' steps (equal token counts, at most `maxBatch`) as one run, each
+   * with its own KvState and start, with `run`'s rules per entry; a CacheMissError names the
+   * first entry that cannot run, before anything ran. Absent: the peer runs entries one by one.
+   */
+  runBatch?(steps: readonly ShardStep[], kvs: readonly KvState<T>[]): Promise<Activations[]>;
+  /** Most entries `runBatch` takes at once (1: it runs one at a time). */
+  readonly maxBatch?: number;
   dispose(): Promise<void>;
 }
 

@@ -28,3 +28,6 @@ export function parseChoice<T extends string>(flag: string, value: string | unde
   if (!choices.includes(value as T)) throw new UsageError(`--${flag}: '${value}' is not one of ${choices.join(', ')}`);
   return value as T;
 }
+
+/** `--prefix-cache` when not given: MB of prefix entries a peer (and the head's own layers) may keep. */
+export const DEFAULT_PREFIX_CACHE_MB = 256;

@@ -3,7 +3,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { runPeer } from '../peer/run-peer.ts';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
-import { parseChoice, parseInteger, UsageError } from './args.ts';
+import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, UsageError } from './args.ts';
 
 export const PEER_USAGE = `meshnet peer --head ws://HOST:PORT/peer/ws [options]
 
@@ -12,6 +12,8 @@ export const PEER_USAGE = `meshnet peer --head ws://HOST:PORT/peer/ws [options]
   --listen-host HOST   address to listen on (default 127.0.0.1)
   --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
   --memory-budget MB   memory for weights and KV (default: half of the free memory)
+  --prefix-cache MB    memory for prefix entries: finished sessions' KV kept so a later
+                       request with the same prompt prefix skips it (default 256; 0: off)
   --join-token T       the mesh's join token (or MESHNET_JOIN_TOKEN)
   --threads N          onnxruntime threads per shard
   --peer-id ID         name shown on the head (default node-<host>-<pid>); 'head' is
@@ -29,6 +31,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
       'listen-host': { type: 'string' },
       device: { type: 'string' },
       'memory-budget': { type: 'string' },
+      'prefix-cache': { type: 'string' },
       'join-token': { type: 'string' },
       threads: { type: 'string' },
       'peer-id': { type: 'string' },
@@ -49,6 +52,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     listenHost: values['listen-host'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     memoryBudgetBytes: budgetMb * 2 ** 20,
+    prefixBudgetBytes: parseInteger('prefix-cache', values['prefix-cache'], DEFAULT_PREFIX_CACHE_MB, 0) * 2 ** 20,
     joinToken,
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],

@@ -6,7 +6,7 @@ import { normalizeHost } from '../../core/route/dial-target.ts';
 import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
-import { parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
+import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
 import { asUsageError, parseSpeculation, SPECULATION_OPTIONS, SPECULATION_USAGE } from './speculation-args.ts';
 import { readWeightFlags, WEIGHT_OPTIONS, WEIGHT_USAGE } from './weight-flags.ts';
 
@@ -28,6 +28,12 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
                        ${DEFAULT_CORS})
   --join-token T       peers must present this token (default: generated and printed)
   --max-sessions N     concurrent sessions before 429 (default 8)
+  --prefix-cache MB    memory each peer (and the head's own layers) keeps for prefix
+                       entries: a finished request's KV, so a later request that starts
+                       with the same tokens (the next chat turn) prefills only the rest
+                       (default ${DEFAULT_PREFIX_CACHE_MB}; 0: off)
+  --no-batch           send every session's decode steps alone (default: concurrent steps
+                       to one peer travel as one batched frame and run as one batch)
   --min-peers N        requests wait for N peers (Node or browser) to join…
   --peer-wait S        …for up to S seconds (default 60), then get a 503
   --hop-timeout S      a hop that does not answer a frame within S seconds (default 5; more for
@@ -73,6 +79,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
       cors: { type: 'string' },
       'join-token': { type: 'string' },
       'max-sessions': { type: 'string' },
+      'prefix-cache': { type: 'string' },
+      'no-batch': { type: 'boolean' },
       'min-peers': { type: 'string' },
       'peer-wait': { type: 'string' },
       'hop-timeout': { type: 'string' },
@@ -116,6 +124,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
     cors: values.cors,
     joinToken: values['join-token'],
     maxSessions: parseInteger('max-sessions', values['max-sessions'], 8, 1),
+    prefixCacheMb: parseInteger('prefix-cache', values['prefix-cache'], DEFAULT_PREFIX_CACHE_MB, 0),
+    batching: !values['no-batch'],
     minPeers: parseInteger('min-peers', values['min-peers'], 0),
     peerWaitSeconds: parseInteger('peer-wait', values['peer-wait'], 60, 1),
     hopTimeoutMs: parseNumber('hop-timeout', values['hop-timeout'], 5, (n) => n > 0) * 1000,

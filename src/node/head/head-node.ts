@@ -4,6 +4,8 @@
  * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh.
  * HTTP APIs (OpenAI, dashboard) mount onto `app` before the server starts.
  */
+import { BatchingHeadRunner } from '../../core/route/batching-head.ts';
+import { PrefixRegistry } from '../../core/route/prefix-registry.ts';
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
@@ -71,6 +73,13 @@ export interface HeadOptions {
   readonly sessions?: HeadSessionOptions;
   /** Speculative decoding and pipelined prefill. */
   readonly speculation?: HeadSpeculationOptions;
+  /**
+   * Prefix reuse (`--prefix-cache`): bytes the head's own layers keep for prefix entries;
+   * any value above 0 also turns on the head's registry of what its hops hold. Default 0.
+   */
+  readonly prefixCacheBytes?: number;
+  /** Fold concurrent decode steps into batched frames (default true; `--no-batch` turns it off). */
+  readonly batching?: boolean;
   /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
@@ -146,7 +155,9 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
   const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
   const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
-  const headRunner = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  const loadedHead = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  // Concurrent sessions' LM heads run as one batch, like their decode steps on the peers.
+  const headRunner = options.batching === false ? loadedHead : new BatchingHeadRunner(loadedHead);
   // One line says where this process runs what. The head's own layers (in a worker thread)
   // get the same providers: the probe's verdict is inherited (provider-probe.ts).
   const parts = options.headLayers === 'none' ? 'the embedding and LM head' : 'the embedding, LM head and its own layers';
@@ -163,12 +174,12 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const drafters = new Drafters(draftModel);
   const speculateMode = spec.mode ?? (draftModel ? 'draft' : 'ngram');
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs });
+  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, batching: options.batching });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
     headPeer = new WorkerShardService(
-      { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget },
+      { loader: { kind: 'local', modelDir: model.directory, device: options.device, threads: options.threads }, memoryBudgetBytes: budget, prefixBudgetBytes: options.prefixCacheBytes },
       log,
     );
     mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer), weightFormats: [weights.format] });
@@ -189,6 +200,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     drafters,
     speculate: speculateMode,
     prefillChunk: spec.prefillChunk,
+    prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
     verifier,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }

@@ -70,6 +70,7 @@ export function feedMeshState(mesh: Mesh, store: MeshStateStore, metrics: HeadMe
         }
       }),
     );
+    metrics.setKv([...stats.values()]);
   };
 
   const off = mesh.onChange(sync);

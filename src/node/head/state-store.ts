@@ -144,6 +144,7 @@ export function peerView(peer: MeshPeer, stats?: StatsMessage, lastHeartbeatAt?:
     memoryBudgetBytes: peer.memoryBudgetBytes,
     kvBytes: stats?.kvBytes ?? 0,
     kvEntries: stats?.kvEntries ?? 0,
+    ...(stats?.prefixBytes !== undefined && { prefixBytes: stats.prefixBytes, prefixEntries: stats.prefixEntries ?? 0, prefixBudgetBytes: stats.prefixBudgetBytes ?? 0 }),
     status: peer.quarantine ? 'quarantined' : peer.ranges.length > 0 ? 'ready' : 'joining',
     ...(peer.quarantine ? { quarantine: { ...peer.quarantine } } : {}),
     lastHeartbeatAt: lastHeartbeatAt ?? peer.joinedAt,

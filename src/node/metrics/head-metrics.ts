@@ -8,6 +8,7 @@
  * `clientAborted` when a client leaves before its answer ended; `sessionObserved` runs once
  * per Route Session when it closes; the mesh feed sets the peer gauges.
  */
+import type { StatsMessage } from '../../shared/control.ts';
 import type { RepairCause, SessionTelemetry } from '../../core/route/route-types.ts';
 import { MetricsRegistry, type Counter, type Gauge, type Histogram } from './registry.ts';
 
@@ -48,6 +49,12 @@ export class HeadMetrics {
   private readonly routeSteps: Counter;
   private readonly acceptance: Histogram;
   private readonly tokensPerRoundTrip: Histogram;
+  private readonly kvBytes: Gauge;
+  private readonly prefixBytes: Gauge;
+  private readonly prefixEntries: Gauge;
+  private readonly prefixBudget: Gauge;
+  private readonly prefixEvictions: Gauge;
+  private readonly cachedTokens: Counter;
   private readonly peerKvBytes: Gauge;
   private readonly peerKvEntries: Gauge;
 
@@ -74,9 +81,17 @@ export class HeadMetrics {
     this.tokensPerRoundTrip = r.histogram('meshnet_session_tokens_per_round_trip', 'Per session: generated tokens per step through the route (1 without speculation).', TOKENS_PER_ROUND_TRIP_BUCKETS);
     for (const result of ['accepted', 'rejected']) this.draftTokens.inc({ result }, 0);
     this.routeSteps.inc({}, 0);
+    this.kvBytes = r.gauge('meshnet_kv_bytes', "Live sessions' KV held by the peers (from their last stats), bytes.");
+    this.prefixBytes = r.gauge('meshnet_prefix_cache_bytes', 'Prefix entries (finished sessions\' KV kept for reuse) held by the peers, bytes; apart from meshnet_kv_bytes.');
+    this.prefixEntries = r.gauge('meshnet_prefix_cache_entries', 'Prefix entries held by the peers (one per peer and kept session).');
+    this.prefixBudget = r.gauge('meshnet_prefix_cache_budget_bytes', "The peers' prefix-entry budgets (--prefix-cache), bytes.");
+    this.prefixEvictions = r.gauge('meshnet_prefix_cache_evictions', 'Prefix entries the peers evicted for their budget (since each started).');
+    this.cachedTokens = r.counter('meshnet_prompt_tokens_cached_total', "Prompt tokens taken from a prefix entry instead of prefilled (usage's cached_tokens).");
     this.peerKvBytes = r.gauge('meshnet_peer_kv_bytes', "KV cache bytes a peer holds (its last stats answer).", ['peer']);
     this.peerKvEntries = r.gauge('meshnet_peer_kv_entries', 'KV entries (one per session and range) a peer holds (its last stats answer).', ['peer']);
     for (const direction of ['in', 'out']) this.tokens.inc({ direction }, 0);
+    this.cachedTokens.inc({}, 0);
+    this.setKv([]);
     for (const kind of ['cache_miss', 'replaced']) this.repairs.inc({ kind }, 0);
     for (const cause of REPAIR_CAUSES) this.repairCauses.inc({ cause }, 0);
     for (const stage of ['upload', 'answer']) this.clientAborts.inc({ stage }, 0);
@@ -128,6 +143,17 @@ export class HeadMetrics {
       if (speculation.drafted > 0) this.acceptance.observe({}, speculation.accepted / speculation.drafted);
       this.tokensPerRoundTrip.observe({}, telemetry.completionTokens / speculation.steps);
     }
+    if (telemetry.cachedTokens) this.cachedTokens.inc({}, telemetry.cachedTokens);
+  }
+
+  /** KV and prefix-entry figures summed over the peers' last stats. */
+  setKv(stats: readonly StatsMessage[]): void {
+    const sum = (f: (s: StatsMessage) => number | undefined) => stats.reduce((n, s) => n + (f(s) ?? 0), 0);
+    this.kvBytes.set({}, sum((s) => s.kvBytes));
+    this.prefixBytes.set({}, sum((s) => s.prefixBytes));
+    this.prefixEntries.set({}, sum((s) => s.prefixEntries));
+    this.prefixBudget.set({}, sum((s) => s.prefixBudgetBytes));
+    this.prefixEvictions.set({}, sum((s) => s.prefixEvictions));
   }
 
   setLiveSessions(count: number): void {

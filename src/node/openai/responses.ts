@@ -57,6 +57,8 @@ export interface OpenAIUsage {
   readonly prompt_tokens: number;
   readonly completion_tokens: number;
   readonly total_tokens: number;
+  /** `cached_tokens`: prompt tokens whose KV came from a prefix entry (not prefilled again). */
+  readonly prompt_tokens_details: { readonly cached_tokens: number };
 }
 
 export interface ChatTopLogprob {
@@ -159,6 +161,7 @@ export function toOpenAIUsage(usage: Usage): OpenAIUsage {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: usage.cachedTokens ?? 0 },
   };
 }
 

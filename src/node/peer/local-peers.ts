@@ -16,6 +16,8 @@ export interface LocalPeersOptions {
   readonly device: string;
   readonly threads?: number;
   readonly memoryBudgetMb?: number;
+  /** `--prefix-cache` for each peer (MB). */
+  readonly prefixCacheMb?: number;
   readonly env?: NodeJS.ProcessEnv;
   readonly log?: (line: string) => void;
 }
@@ -32,6 +34,7 @@ export function spawnLocalPeers(options: LocalPeersOptions): LocalPeers {
     if (options.link === 'direct') args.push('--listen', '0');
     if (options.threads !== undefined) args.push('--threads', String(options.threads));
     if (options.memoryBudgetMb !== undefined) args.push('--memory-budget', String(options.memoryBudgetMb));
+    if (options.prefixCacheMb !== undefined) args.push('--prefix-cache', String(options.prefixCacheMb));
     const child = spawn(process.execPath, args, {
       env: { ...process.env, ...options.env, ...(options.joinToken !== undefined && { MESHNET_JOIN_TOKEN: options.joinToken }) },
       stdio: ['ignore', 'inherit', 'pipe'],

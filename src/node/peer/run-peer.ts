@@ -23,6 +23,8 @@ export interface PeerProcessOptions {
   readonly listenHost?: string;
   readonly device: string;
   readonly memoryBudgetBytes: number;
+  /** Memory for prefix entries (finished sessions' KV kept for reuse), apart from the budget (`--prefix-cache`; default 0). */
+  readonly prefixBudgetBytes?: number;
   readonly joinToken?: string;
   readonly peerId?: string;
   readonly threads?: number;
@@ -98,8 +100,8 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
   if (options.joinToken === '') throw new Error('the join token is empty: pass the token the head printed (--join-token or MESHNET_JOIN_TOKEN), or leave it out');
   const loader = { origin: httpOrigin(options.headUrl), joinToken: options.joinToken, device: options.device, threads: options.threads, home: options.home };
   const shard: ShardService = options.worker
-    ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes }, log)
-    : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes });
+    ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes }, log)
+    : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
   let server: RunningServer | undefined;
   let dialed: DialedSocket | undefined;
   // Every failure from here on releases what was started (the worker thread, the listener,

@@ -13,6 +13,7 @@ import { httpShardLoader, type HttpLoaderOptions } from './http-shard-loader.ts'
 export interface ShardWorkerData {
   readonly loader: ({ readonly kind: 'http' } & Omit<HttpLoaderOptions, 'log'>) | { readonly kind: 'local'; readonly modelDir: string; readonly device: string; readonly threads?: number };
   readonly memoryBudgetBytes: number;
+  readonly prefixBudgetBytes?: number;
 }
 
 export type ShardWorkerRequest =
@@ -27,7 +28,7 @@ const loader: ShardLoader =
   data.loader.kind === 'http'
     ? httpShardLoader({ ...data.loader, log })
     : localShardLoader(await openLocalModel(data.loader.modelDir), { device: data.loader.device, threads: data.loader.threads });
-const shard = new ShardPeer({ loader, memoryBudgetBytes: data.memoryBudgetBytes });
+const shard = new ShardPeer({ loader, memoryBudgetBytes: data.memoryBudgetBytes, prefixBudgetBytes: data.prefixBudgetBytes });
 
 port.on('message', async (request: ShardWorkerRequest) => {
   if ('frame' in request) {

@@ -48,6 +48,10 @@ export interface ServeOptions {
   readonly cors?: string;
   readonly joinToken?: string | null;
   readonly maxSessions: number;
+  /** `--prefix-cache`: MB of prefix entries per peer and for the head's own layers (default 0 here: off). */
+  readonly prefixCacheMb?: number;
+  /** `--no-batch` sets false: concurrent decode steps travel alone (default true). */
+  readonly batching?: boolean;
   /** Requests wait until this many peers (of any kind) joined… */
   readonly minPeers?: number;
   /** …for at most this many seconds (default 60), then get a 503. */
@@ -135,6 +139,8 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     },
     readyTimeoutMs: options.readyTimeoutMs,
     speculation: options.speculation,
+    prefixCacheBytes: (options.prefixCacheMb ?? 0) * 2 ** 20,
+    batching: options.batching,
     sessions: {
       maxSessions: options.maxSessions,
       minPeers: options.minPeers || undefined,
@@ -207,7 +213,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   prepare();
   const peers =
     options.localPeers > 0
-      ? spawnLocalPeers({ count: options.localPeers, headUrl: head.peerUrl, joinToken: head.joinToken, link: options.link, device: options.device, threads: options.threads ?? 1, log })
+      ? spawnLocalPeers({ count: options.localPeers, headUrl: head.peerUrl, joinToken: head.joinToken, link: options.link, device: options.device, threads: options.threads ?? 1, prefixCacheMb: options.prefixCacheMb ?? 0, log })
       : undefined;
   return {
     head,

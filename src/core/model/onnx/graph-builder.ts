@@ -47,6 +47,18 @@ export class GraphBuilder {
     return init.name;
   }
 
+  /** A small inline int32 constant, shared between uses. */
+  int32(values: readonly number[], dims: readonly number[] = [values.length]): string {
+    const key = `i32:${dims.join('x')}:${values.join(',')}`;
+    const existing = this.constants.get(key);
+    if (existing) return existing;
+    const raw = new Uint8Array(new Int32Array(values).buffer);
+    const name = `const_${this.constants.size}`;
+    this.initializer({ name, type: OnnxType.INT32, dims, raw });
+    this.constants.set(key, name);
+    return name;
+  }
+
   /** A small inline int64 constant (shapes, axes), shared between uses. */
   int64(values: readonly number[], dims: readonly number[] = [values.length]): string {
     const key = `i64:${dims.join('x')}:${values.join(',')}`;
