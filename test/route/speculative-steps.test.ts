@@ -7,7 +7,7 @@
  * whatever happens to the route; logprobs of verified drafts equal those without speculation;
  * the draft model path drafting for itself keeps every draft.
  */
-import { POSITION_RULE_MINOR } from '../../src/shared/protocol.ts';
+import { POSITION_RULE_MINOR, PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -115,10 +115,10 @@ describe('greedy with speculation', () => {
     const off = openSession(ctx, inProcessMesh(ctx, 2).provider, greedy(), undefined, {}, [1], 'off');
     expect((await collect(off)).ids).toEqual(STORIES_GOLDEN);
     expect(speculation(off)).toMatchObject({ drafted: 0, steps: 32 });
-    // 2.0, and the minor just before the rule (2.2: unload, no position rule).
-    for (const minor of [0, POSITION_RULE_MINOR - 1]) {
+    // The minor just before the rule (3.0: batched frames, no position rule).
+    for (const minor of [POSITION_RULE_MINOR - 1]) {
       const t = inProcessMesh(ctx, 0);
-      t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)), protocol: { major: 2, minor } });
+      t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)), protocol: { major: PROTOCOL_VERSION.major, minor } });
       const old = openSession(ctx, t.provider, greedy());
       expect((await collect(old)).ids).toEqual(STORIES_GOLDEN);
       expect(speculation(old).drafted).toBe(0);

@@ -396,7 +396,7 @@ export class Mesh implements RouteProvider, VerifierSource {
       this.leased.delete(held);
       this.scheduleSweep();
     });
-    // Same major as ours (checked at hello): before 2.3 (POSITION_RULE_MINOR) a peer may not keep the position rule.
+    // Same major as ours (checked at hello): before 3.1 (POSITION_RULE_MINOR) a peer may not keep the position rule.
     const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
     return { peerId, range, link, latency, rollback };
   }

@@ -47,7 +47,7 @@ export interface ShardExecutor<T = unknown> {
   /**
    * Run the shard over `step.hidden`, appending to `kv` from `step.startPosition` (a longer
    * `kv` is truncated there first — the peer's position rule normally did so already). When
-   * `kv` holds fewer positions, or truncation emptied it (KV in GPU buffers), the step throws
+   * `kv` holds fewer positions (or a truncation left it shorter), the step throws
    * CacheMissError. Activations of another dtype or hidden size throw RangeError.
    */
   run(step: ShardStep, kv: KvState<T>): Promise<Activations>;
