@@ -18,7 +18,7 @@ import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
 import { BatchingLink } from './batching-link.ts';
-import { LeasedLink } from '../runtime/leased-link.ts';
+import { LeasedLink, revokeLeases } from '../runtime/leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { HopFailure } from './hop-failure.ts';
 import { HopLatency } from './hop-latency.ts';
@@ -293,10 +293,18 @@ export class Mesh implements RouteProvider, VerifierSource {
     return peerId === HEAD_PEER_ID;
   }
 
-  /** A session saw `peerId` hang or answer something unusable: quarantine it. */
+  /**
+   * A session saw `peerId` hang or answer something unusable (or, under `--verify`, answer
+   * wrongly): quarantine it, and revoke every session's lease on it, so the other sessions it
+   * serves stop trusting it too: each replaces that hop at its next frame and rebuilds it from
+   * history (their `release` still reaches the peer).
+   */
   reportFault(peerId: string, range: LayerRange, failure: HopFailure): void {
-    if (!this.members.has(peerId)) return;
-    this.quarantines.add(peerId, `${failure.kind} on layers ${rangeText(range)}: ${failure.reason}`);
+    const peer = this.members.get(peerId);
+    if (!peer) return;
+    const reason = `${failure.kind} on layers ${rangeText(range)}: ${failure.reason}`;
+    this.quarantines.add(peerId, reason);
+    revokeLeases(peer.link, `peer ${peerId} is quarantined (${reason})`);
   }
 
   /**

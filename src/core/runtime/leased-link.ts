@@ -8,6 +8,11 @@
  * through it, its session and that session's activation history — stayed reachable until the
  * peer left (the head's memory grew with every token served). One reaction per shared link
  * ends the leases still open on it; a closed lease leaves the set.
+ *
+ * A lease can also be revoked (`revokeLeases`): when the mesh quarantines a peer, every
+ * session still leasing it stops sending it frames — its calls in flight and its next frame
+ * reject with LinkClosedError, so the session replaces that hop and rebuilds it from history —
+ * while control messages (its `release`) still reach the peer, so its KV is freed.
  */
 import type { ControlMessage } from '../../shared/control.ts';
 import { untilAborted } from './abort.ts';
@@ -32,9 +37,15 @@ function register(shared: PeerLink, lease: LeasedLink): void {
   leases.add(lease);
 }
 
+/** Revoke every open lease on `shared` (see the header): frames stop, control goes on. */
+export function revokeLeases(shared: PeerLink, reason: string): void {
+  for (const lease of [...(openLeases.get(shared) ?? [])]) lease.revoke(reason);
+}
+
 export class LeasedLink implements PeerLink {
   readonly closed: Promise<void>;
   private readonly ended = new AbortController();
+  private readonly revoked = new AbortController();
   private markClosed!: () => void;
 
   constructor(private readonly shared: PeerLink) {
@@ -47,7 +58,8 @@ export class LeasedLink implements PeerLink {
   }
 
   request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    return this.guard((s) => this.shared.request(frame, s), signal);
+    if (this.revoked.signal.aborted) return Promise.reject(this.revoked.signal.reason);
+    return untilAborted(this.guard((s) => this.shared.request(frame, s), signal), this.revoked.signal);
   }
 
   control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
@@ -56,6 +68,11 @@ export class LeasedLink implements PeerLink {
 
   async close(reason = 'lease closed'): Promise<void> {
     this.end(reason);
+  }
+
+  /** Stop this lease's frames (idempotent): frames in flight and new ones reject with LinkClosedError; control messages still pass. */
+  revoke(reason: string): void {
+    if (!this.revoked.signal.aborted) this.revoked.abort(new LinkClosedError(reason));
   }
 
   /** End this lease (idempotent): its calls reject with LinkClosedError; the shared link stays. */

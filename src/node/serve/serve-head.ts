@@ -48,7 +48,7 @@ export interface ServeOptions {
   readonly cors?: string;
   readonly joinToken?: string | null;
   readonly maxSessions: number;
-  /** `--prefix-cache`: MB of prefix entries per peer and for the head's own layers (default 0 here: off). */
+  /** `--prefix-cache`: MB of prefix entries per peer and for the head's own layers (omitted: off; `meshnet serve` passes its default, 256). */
   readonly prefixCacheMb?: number;
   /** `--no-batch` sets false: concurrent decode steps travel alone (default true). */
   readonly batching?: boolean;
