@@ -179,6 +179,20 @@ describe('parseControlMessage refusals', () => {
     ['authenticate', 'proof', (m) => delete m.proof],
     ['authenticated', 'proof', (m) => (m.proof = '')],
     ['authenticated', 'proof', (m) => (m.proof = 64)],
+    ['release', 'keepPrefix.prefixId', (m) => (m.keepPrefix = { prefixId: 'p', length: 4 })],
+    ['release', 'keepPrefix.length', (m) => (m.keepPrefix = { prefixId: SESSION, length: 0 })],
+    ['released', 'keptPrefixes', (m) => (m.keptPrefixes = -1)],
+    ['fork', 'prefixId', (m) => delete m.prefixId],
+    ['fork', 'length', (m) => (m.length = 0)],
+    ['fork', 'range', (m) => (m.range = { start: 2, end: 1 })],
+    ['forked', 'length', (m) => (m.length = 1.5)],
+    ['unload', 'modelKey', (m) => (m.modelKey = 'k'.repeat(257))],
+    ['unload', 'range', (m) => delete m.range],
+    ['unloaded', 'loaded', (m) => (m.loaded = 'yes')],
+    ['unloaded', 'freedEntries', (m) => (m.freedEntries = -1)],
+    ['stats', 'prefixBytes', (m) => (m.prefixBytes = -1)],
+    ['stats', 'batchedEntries', (m) => (m.batchedEntries = '3')],
+    ['stats', 'decodeBusyMs', (m) => (m.decodeBusyMs = -0.5)],
   ];
   it.each(fieldCases)("%s: field '%s'", (kind, field, edit) => {
     const error = refusal(edited(kind, edit));

@@ -14,12 +14,6 @@ export function dtypeItemSize(dtype: TensorDtype): number {
   return dtype === 'F32' || dtype === 'I32' ? 4 : 2;
 }
 
-/** Narrows a checkpoint dtype to a float one, or throws naming `what`. */
-export function floatDtype(dtype: TensorDtype, what: string): FloatDtype {
-  if (dtype === 'I32') throw new RangeError(`${what} is I32, not a float tensor`);
-  return dtype;
-}
-
 /** IEEE half-precision bits (0..0xffff) to a number. Handles subnormals, ±0, ±inf, NaN. */
 export function f16BitsToF32(bits: number): number {
   const negative = (bits & 0x8000) !== 0;

@@ -77,8 +77,3 @@ export function segmentRegions(segment: WeightSegment): PackedRegion[] {
   return [data, scales, ...(zeroPoints ? [zeroPoints] : []), ...(permutation ? [permutation] : [])];
 }
 
-/** Every checkpoint tensor a segment reads. */
-export function segmentSources(segment: WeightSegment): SourceTensor[] {
-  if (segment.kind === 'float' || segment.kind === 'quantize') return [segment.source];
-  return [segment.qweight, segment.qzeros, segment.scales, ...(segment.gIdx ? [segment.gIdx] : [])];
-}
