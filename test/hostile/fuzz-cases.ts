@@ -35,12 +35,12 @@ const FIELDS: Record<string, readonly Path[]> = {
     ['top_k'], ['min_p'], ['repetition_penalty'], ['tools'], ['tools', 0], ['tools', 0, 'type'], ['tools', 0, 'function'], ['tools', 0, 'function', 'name'],
     ['tools', 0, 'function', 'parameters'], ['tool_choice'], ['tool_choice', 'function', 'name'], ['parallel_tool_calls'], ['response_format'], ['response_format', 'type'],
     ['response_format', 'json_schema'], ['response_format', 'json_schema', 'name'], ['response_format', 'json_schema', 'schema'], ['response_format', 'json_schema', 'strict'],
-    ['functions'], ['function_call'], ['logit_bias'], ['audio'], ['metadata'], ['store'], ['service_tier'], ['prediction'], ['reasoning_effort'], ['web_search_options'],
+    ['functions'], ['function_call'], ['logit_bias'], ['audio'], ['metadata'], ['store'], ['service_tier'], ['prediction'], ['reasoning_effort'], ['web_search_options'], ['speculate'],
   ],
   '/v1/completions': [
     ['model'], ['prompt'], ['prompt', 0], ['prompt', 1], ['max_tokens'], ['temperature'], ['top_p'], ['seed'], ['stop'], ['stop', 0], ['presence_penalty'],
     ['frequency_penalty'], ['logprobs'], ['stream'], ['stream_options'], ['stream_options', 'include_usage'], ['n'], ['echo'], ['best_of'], ['suffix'], ['user'],
-    ['top_k'], ['min_p'], ['repetition_penalty'], ['logit_bias'],
+    ['top_k'], ['min_p'], ['repetition_penalty'], ['logit_bias'], ['speculate'],
   ],
   '/v1/responses': [
     ['model'], ['input'], ['input', 0], ['input', 0, 'role'], ['input', 0, 'type'], ['input', 0, 'content'], ['input', 0, 'content', 0], ['input', 0, 'content', 0, 'type'],
@@ -48,7 +48,7 @@ const FIELDS: Record<string, readonly Path[]> = {
     ['stream'], ['seed'], ['include'], ['include', 0], ['top_logprobs'], ['store'], ['metadata'], ['metadata', 'k'], ['truncation'], ['user'], ['parallel_tool_calls'],
     ['tools'], ['tools', 0], ['tools', 0, 'type'], ['tools', 0, 'name'], ['tools', 0, 'parameters'], ['tool_choice'], ['text'], ['text', 'format'], ['text', 'format', 'type'],
     ['text', 'format', 'schema'], ['text', 'format', 'name'], ['text', 'verbosity'], ['reasoning'], ['reasoning', 'effort'], ['previous_response_id'], ['conversation'],
-    ['background'], ['prompt'], ['stream_options'], ['service_tier'], ['max_tool_calls'], ['safety_identifier'], ['prompt_cache_key'], ['context_management'],
+    ['background'], ['prompt'], ['stream_options'], ['service_tier'], ['max_tool_calls'], ['safety_identifier'], ['prompt_cache_key'], ['context_management'], ['speculate'], ['stream_options', 'include_obfuscation'],
   ],
 };
 

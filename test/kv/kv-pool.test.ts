@@ -61,6 +61,7 @@ describe('KV pool', () => {
           // Grown in blocks: the capacity is the next block boundaries, not one buffer per step.
           expect(kv.capacity % KV_BLOCK_POSITIONS).toBe(0);
           expect(kv.capacity).toBeGreaterThanOrEqual(POSITIONS);
+          expect(kv.capacity, 'not the whole context up front').toBeLessThan(POSITIONS + KV_BLOCK_POSITIONS);
           expect(stage.kv.bytes).toBeGreaterThan(0);
           expect(stage.kv.release(sessionId)).toBe(1);
           expect(stage.kv.bytes).toBe(0);

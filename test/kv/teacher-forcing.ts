@@ -66,7 +66,8 @@ export async function teacherForce(pooled: LoadedPipeline, reference: LoadedPipe
     const b = await stepHidden(reference, reference, plan.sessionId, ids, p);
     for (let i = 0; i < n; i++) {
       const d = maxAbsDiff(await reference.head.logits(position(a, i)), await reference.head.logits(position(b, i)));
-      if (d > maxDiff) (maxDiff = d), (worstPosition = p + i);
+      // A NaN logit makes the worst difference NaN (and the caller's bound fail), never skipped.
+      if (Number.isNaN(d) ? !Number.isNaN(maxDiff) : d > maxDiff) (maxDiff = d), (worstPosition = p + i);
     }
     steps++;
     p += n;

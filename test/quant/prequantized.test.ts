@@ -91,6 +91,7 @@ describe('pre-quantized checkpoints equal the reference over their dequantized w
         // The MatMulNBits tensors hold exactly the checkpoint's weights (every linear).
         const repacked = await dequantizedReference(model, 'fp32', spec);
         const original = await checkpointLinears(model);
+        expect(original.size, 'the checkpoint has pre-quantized linears').toBeGreaterThan(0);
         for (const [name, w] of original) expect(maxAbsDiff(repacked.get(name), w), name).toBe(0);
         const weights: ReferenceWeights = { get: (name) => original.get(name) ?? repacked.get(name), has: (name) => original.has(name) || repacked.has!(name) };
 

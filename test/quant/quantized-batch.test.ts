@@ -73,6 +73,7 @@ describe('a session released while its step runs', () => {
         const outs = await running;
         expect(outs.every((o) => o.data.length === o.tokens * o.hiddenSize)).toBe(true);
         expect(states[1].isDisposed).toBe(true);
+        expect([states[1].length, states[1].bytes], 'nothing written for the released session').toEqual([0, 0]);
         if (kvMode === 'pool') expect(states[0].length).toBe(4);
       } finally {
         await p.dispose();

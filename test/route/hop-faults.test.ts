@@ -91,6 +91,7 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
     // The deadline is the floor here: 8 × the hop's recent ms per position is far less.
     expect(clock.nextIn).toBe(5000);
     clock.advance(4999);
+    await new Promise((resolve) => setImmediate(resolve)); // anything an early timer started has had its turn
     expect(session.telemetry.repairs).toEqual([]);
     clock.advance(1);
     expect((await running).ids).toEqual(expected);

@@ -128,7 +128,7 @@ describe('RouteSession', () => {
         await expect(collect(openSession(ctx, t.provider, greedy(), undefined, {}, [1, 9999]))).rejects.toThrow(/outside the vocabulary/);
       } else {
         const controller = new AbortController();
-        await expect(collect(openSession(ctx, t.provider, greedy(), controller.signal), (n) => (n === 2 ? controller.abort() : undefined))).rejects.toBeDefined();
+        await expect(collect(openSession(ctx, t.provider, greedy(), controller.signal), (n) => (n === 2 ? controller.abort() : undefined))).rejects.toMatchObject({ name: 'AbortError' });
       }
     }
     // A consumer that stops iterating early also closes the session.

@@ -80,7 +80,7 @@ describe('--verify catches a peer that echoes its input', () => {
     expect(caught).toBeGreaterThanOrEqual(1);
     expect(caught).toBeLessThanOrEqual(40);
     expect(session.telemetry.repairs.map((r) => r.cause)).toEqual(['mismatch']);
-    expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine).toBeDefined();
+    expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine?.reason).toMatch(/^mismatch on layers \[2, 4\)/);
     const next = openSession(ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
     expect((await collect(next)).ids).toEqual(expected);
   });

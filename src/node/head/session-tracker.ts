@@ -16,7 +16,6 @@ interface Tracked {
 }
 
 export class SessionTracker implements SessionObserver {
-  private live = 0;
   private requests = 0;
   private errors = 0;
   private tokensOut = 0;
@@ -31,14 +30,13 @@ export class SessionTracker implements SessionObserver {
 
   /** Sessions started and not yet finished. */
   get liveSessions(): number {
-    return this.live;
+    return this.tracked.size;
   }
 
   started(label: string, telemetry: SessionTelemetry): void {
-    this.live++;
     this.requests++;
     this.tracked.set(label, { last: 0 });
-    this.metrics.setLiveSessions(this.live);
+    this.metrics.setLiveSessions(this.tracked.size);
     this.store.apply({ kind: 'session.started', session: sessionView(label, this.model, telemetry, Date.now()) });
     this.publishTotals(); // the request count moves now, not when the session ends
   }
@@ -64,10 +62,9 @@ export class SessionTracker implements SessionObserver {
     if (!tracked) return;
     this.tracked.delete(label);
     clearTimeout(tracked.trailing);
-    this.live--;
     if (telemetry.outcome === 'error') this.errors++;
     this.tokensOut += telemetry.completionTokens;
-    this.metrics.setLiveSessions(this.live);
+    this.metrics.setLiveSessions(this.tracked.size);
     this.metrics.sessionObserved(telemetry);
     this.store.apply({ kind: 'session.finished', session: sessionView(label, this.model, telemetry, Date.now()) });
     this.publishTotals();

@@ -12,7 +12,7 @@
 import type { Usage } from '../../core/route/route-types.ts';
 import type { FinishReason } from '../../core/sampling/index.ts';
 import type { ApiError } from './errors.ts';
-import type { ChosenToken, ResponseMeta, TokenText } from './responses.ts';
+import { chatLogprobs, type ChosenToken, type ResponseMeta, type TokenText } from './responses.ts';
 import type { ToolCallStream } from '../../core/model/tools/tool-call-stream.ts';
 import type { ResponseEcho } from './responses-echo.ts';
 import type { ToolCall } from '../../core/model/tools/tool-types.ts';
@@ -127,17 +127,9 @@ export function responseUsage(usage: Usage): ResponseUsage {
   };
 }
 
-const encoder = new TextEncoder();
-const finite = (logprob: number) => (Number.isFinite(logprob) ? logprob : -9999);
-
-function topLogprob(tokenId: number, logprob: number, tokenText: TokenText): ResponseTopLogprob {
-  const token = tokenText(tokenId);
-  return { token, logprob: finite(logprob), bytes: Array.from(encoder.encode(token)) };
-}
-
-/** Responses logprobs of chosen tokens (as chat's, with the alternatives under `top_logprobs`). */
+/** Responses logprobs of chosen tokens: chat's, with the alternatives under `top_logprobs`. */
 export function responseLogprobs(tokens: readonly ChosenToken[], tokenText: TokenText): ResponseLogprob[] {
-  return tokens.map((t) => ({ ...topLogprob(t.tokenId, t.logprob, tokenText), top_logprobs: t.topLogprobs.map((alt) => topLogprob(alt.tokenId, alt.logprob, tokenText)) }));
+  return chatLogprobs(tokens, tokenText).content;
 }
 
 /** A stream event's logprob (`ResponseLogProb`): as a part's, without `bytes`. */

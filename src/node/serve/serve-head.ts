@@ -111,7 +111,14 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   let grammar: GrammarEngine | undefined; // made in mount, once the generation limits are known
   let listenUrl: string | undefined; // known once the head listens (port 0)
   const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
-  const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), () => (listenUrl ? ownOrigins(listenUrl, localAddresses) : []));
+  // The head's own origins are known once it listens, and do not change after: built once.
+  let origins: { readonly url: string; readonly list: readonly string[] } | undefined;
+  const headOrigins = () => {
+    if (!listenUrl) return [];
+    if (origins?.url !== listenUrl) origins = { url: listenUrl, list: ownOrigins(listenUrl, localAddresses) };
+    return origins.list;
+  };
+  const cors = new CorsPolicy(parseCorsOption(options.cors ?? DEFAULT_CORS), headOrigins);
 
   const body: BodyLimits = { bytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMITS.bytes, timeoutMs: options.requestTimeoutMs ?? DEFAULT_BODY_LIMITS.timeoutMs };
   const head = await startHead({
