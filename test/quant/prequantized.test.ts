@@ -175,6 +175,15 @@ describe('bad pre-quantized checkpoints are refused with typed errors naming the
     }
   });
 
+  it('a linear that has a float weight beside a broken qweight: the qweight, which is what gets packed, is checked', async () => {
+    const error = await refusal(
+      await editedCheckpoint('weight-and-qweight', {
+        tensors: (ts) => [...ts.filter((t) => t.name !== `${Q}.qzeros`), { name: `${Q}.weight`, dtype: 'F16', shape: [64, 64], data: new Uint8Array(64 * 64 * 2) }],
+      }),
+    );
+    expect(error.message).toMatch(new RegExp(`tensor '${Q}\\.qzeros' is missing`));
+  });
+
   it('tensors of the wrong shape or dtype', async () => {
     const wrongShape = await refusal(
       await editedCheckpoint('shape', { tensors: (ts) => ts.map((t) => (t.name === `${Q}.qweight` ? { ...t, shape: [4, 128], data: t.data } : t)) }),

@@ -6,7 +6,7 @@
  */
 import type { ByteSource } from './byte-source.ts';
 import { requiredTensors } from './architectures.ts';
-import { checkPrequantizedLinear } from './quant/prequantized-plan.ts';
+import { checkPrequantizedLinear, prequantizedBase } from './quant/prequantized-plan.ts';
 import { CheckpointError } from './checkpoint-error.ts';
 import { parseModelConfig } from './config.ts';
 import { toFloat32 } from './dtype.ts';
@@ -56,12 +56,14 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
 
   const { weightsFile, tensors, files } = await readWeights(source);
   for (const required of requiredTensors(config)) {
-    // A pre-quantized (AWQ/GPTQ) linear stores qweight/qzeros/scales instead of `.weight`.
-    const base = required.name.endsWith('.weight') && required.shape.length === 2 ? required.name.slice(0, -'.weight'.length) : undefined;
-    if (config.quantization && base !== undefined && !tensors.has(required.name) && tensors.has(`${base}.qweight`)) {
-      checkPrequantizedLinear(config, tensors, base, required.shape, weightsFile);
+    // A pre-quantized (AWQ/GPTQ) linear stores qweight/qzeros/scales instead of `.weight`;
+    // the same predicate as the weight planner's, so whatever it packs was checked here.
+    const prequantized = required.shape.length === 2 ? prequantizedBase(config, tensors, required.name) : undefined;
+    if (prequantized !== undefined) {
+      checkPrequantizedLinear(config, tensors, prequantized, required.shape, weightsFile);
       continue;
     }
+    const base = required.name.endsWith('.weight') && required.shape.length === 2 ? required.name.slice(0, -'.weight'.length) : undefined;
     const location = tensors.get(required.name);
     if (location === undefined) {
       const alternative = config.quantization && base !== undefined ? `, nor its ${config.quantization.method} tensors '${base}.qweight', '.qzeros', '.scales'` : '';
