@@ -83,21 +83,7 @@ export class KvState<T> {
   copyFrom(source: KvState<T>, length: number): boolean {
     this.assertLive();
     if (this.layers.size > 0 || length > source.length || length < 1) return false;
-    const capacity = poolCapacity(length + 1, 0);
-    const copies = new Map<number, LayerKv<T>>();
-    for (let layer = this.range.start; layer < this.range.end; layer++) {
-      const from = source.past(layer);
-      const key = from && this.ops.grow(from.key, capacity, length);
-      const value = key === undefined ? undefined : this.ops.grow(from!.value, capacity, length);
-      if (key === undefined || value === undefined) {
-        if (key !== undefined) this.ops.dispose(key);
-        for (const kv of copies.values()) this.free(kv, false);
-        return false;
-      }
-      copies.set(layer, { key, value });
-    }
-    for (const [layer, kv] of copies) this.replace(layer, kv);
-    this.room = capacity;
+    if (!this.growLayers(poolCapacity(length + 1, 0), length, (layer) => source.past(layer), true)) return false;
     this.positions = length;
     return true;
   }
@@ -133,12 +119,20 @@ export class KvState<T> {
   reserve(total: number): boolean {
     this.assertLive();
     if (total <= this.room && this.layers.size > 0) return true;
-    const capacity = poolCapacity(total, this.room);
+    return this.growLayers(poolCapacity(total, this.room), this.positions, (layer) => this.layers.get(layer), false);
+  }
+
+  /**
+   * Every layer's K/V grown to `capacity` positions keeping the first `keep` of `from(layer)`
+   * (a layer `from` lacks starts empty, unless `required`): all installed, or, when the
+   * runtime cannot grow a tensor, none (false, what was grown freed).
+   */
+  private growLayers(capacity: number, keep: number, from: (layer: number) => LayerKv<T> | undefined, required: boolean): boolean {
     const grown = new Map<number, LayerKv<T>>();
     for (let layer = this.range.start; layer < this.range.end; layer++) {
-      const old = this.layers.get(layer);
-      const key = this.ops.grow(old?.key, capacity, this.positions);
-      const value = key === undefined ? undefined : this.ops.grow(old?.value, capacity, this.positions);
+      const old = from(layer);
+      const key = old === undefined && required ? undefined : this.ops.grow(old?.key, capacity, keep);
+      const value = key === undefined ? undefined : this.ops.grow(old?.value, capacity, keep);
       if (key === undefined || value === undefined) {
         if (key !== undefined) this.ops.dispose(key);
         for (const kv of grown.values()) this.free(kv, false);
