@@ -38,6 +38,16 @@ export function missingParam(param: string): ApiError {
   return invalidRequest(`Missing required parameter: '${param}'.`, param, 'missing_required_parameter');
 }
 
+/** `Unsupported parameter: '${param}' ${why}` with code `unsupported_parameter`. */
+export function unsupported(param: string, why: string): ApiError {
+  return invalidRequest(`Unsupported parameter: '${param}' ${why}`, param, 'unsupported_parameter');
+}
+
+/** An array the API requires to be non-empty, in OpenAI's words, code `empty_array`. */
+export function emptyArray(param: string): ApiError {
+  return invalidRequest(`Invalid '${param}': empty array. Expected an array with minimum length 1, but got an empty array instead.`, param, 'empty_array');
+}
+
 /** `Invalid value for '${param}': ${detail}` with code `invalid_value`. */
 export function invalidValue(param: string, detail: string): ApiError {
   return invalidRequest(`Invalid value for '${param}': ${detail}`, param, 'invalid_value');

@@ -5,7 +5,7 @@
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
 import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
-import { integerValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
+import { emptyArray, integerValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError, unsupported } from './request-fields.ts';
 
 /** OpenAI role → template role. `developer` is the newer name of `system` (o-series clients). */
 const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
@@ -18,18 +18,6 @@ const ROLES: Readonly<Record<string, ChatMessage['role']>> = {
 
 /** Text parts are joined with a newline, as vLLM and llama.cpp's server do. */
 const PART_SEPARATOR = '\n';
-
-function emptyArray(param: string): ApiError {
-  return invalidRequest(
-    `Invalid '${param}': empty array. Expected an array with minimum length 1, but got an empty array instead.`,
-    param,
-    'empty_array',
-  );
-}
-
-function unsupported(param: string, what: string): ApiError {
-  return invalidRequest(`Unsupported parameter: '${param}' ${what}`, param, 'unsupported_parameter');
-}
 
 /**
  * `messages`: a non-empty array of `{ role, content }`. Roles system, developer (as system),

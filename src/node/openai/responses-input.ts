@@ -18,7 +18,7 @@
 import type { ChatMessage } from '../../core/model/tokenizer.ts';
 import type { ToolCall } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
-import { invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
+import { emptyArray, invalidValue, isRecord, missingParam, shown, stringValue, typeError, unsupported } from './request-fields.ts';
 
 const ROLES: Readonly<Record<string, ChatMessage['role']>> = { user: 'user', system: 'system', developer: 'system', assistant: 'assistant' };
 const PART_SEPARATOR = '\n';
@@ -48,14 +48,6 @@ const BUILT_IN_ITEMS = new Set([
   'tool_search_call',
   'tool_search_output',
 ]);
-
-function unsupported(param: string, why: string): ApiError {
-  return invalidRequest(`Unsupported parameter: '${param}' ${why}`, param, 'unsupported_parameter');
-}
-
-export function emptyArray(param: string): ApiError {
-  return invalidRequest(`Invalid '${param}': empty array. Expected an array with minimum length 1, but got an empty array instead.`, param, 'empty_array');
-}
 
 /** `input`: a string, or a non-empty array of items. */
 export function parseInput(value: unknown): ChatMessage[] {

@@ -24,7 +24,7 @@
  * Every refusal is an ApiError 400 in OpenAI's shape whose `param` is the field's path.
  */
 import { type ApiError, invalidRequest } from './errors.ts';
-import { BodyFields, booleanValue, invalidValue, isRecord, shown, stringValue, typeError } from './request-fields.ts';
+import { BodyFields, booleanValue, invalidValue, isRecord, shown, stringValue, typeError, unsupported } from './request-fields.ts';
 import { type ChatRequest, MAX_CHAT_TOP_LOGPROBS, readBody, type RequestDefaults, samplingFields, speculateField } from './requests.ts';
 import { type ResponseEcho, parseEchoedFields } from './responses-echo.ts';
 import { parseInput } from './responses-input.ts';
@@ -49,10 +49,6 @@ const INCLUDE_VALUES = new Set([
   'reasoning.encrypted_content',
   INCLUDE_LOGPROBS,
 ]);
-
-function unsupported(param: string, why: string): ApiError {
-  return invalidRequest(`Unsupported parameter: '${param}' ${why}`, param, 'unsupported_parameter');
-}
 
 /** Parses a `/v1/responses` body. Throws ApiError (400, or 404 model_not_found). */
 export function parseResponsesRequest(body: unknown, servedModel: string, defaults: RequestDefaults): ResponsesRequest {

@@ -13,7 +13,7 @@
 import type { ResponseFormat } from '../../core/model/structured-output.ts';
 import type { ToolChoice, ToolFunction, ToolRequest } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
-import { type BodyFields, booleanValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError } from './request-fields.ts';
+import { type BodyFields, booleanValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError, unsupported } from './request-fields.ts';
 import { checkSchemaDepth, functionName, MAX_TOOLS } from './request-output.ts';
 
 /** A function tool as the Response echoes it (`FunctionTool`). */
@@ -48,10 +48,6 @@ export interface ResponsesTextFormat {
 
 /** Tool types of the Responses API that are OpenAI's built-in (hosted) tools. */
 const BUILT_IN = 'this server offers no built-in tools (web search, file search, computer use, code interpreter, image generation, MCP, shell).';
-
-function unsupported(param: string, why: string): ApiError {
-  return invalidRequest(`Unsupported parameter: '${param}' ${why}`, param, 'unsupported_parameter');
-}
 
 function optionalString(param: string, value: unknown): string | undefined {
   return value === undefined || value === null ? undefined : stringValue(param, value);
