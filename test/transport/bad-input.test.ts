@@ -2,16 +2,20 @@
  * Bad input over real sockets. A Node peer (runPeer with a direct listener) gets malformed
  * frames and messages on a raw WebSocket: each is refused with its typed error code, and the
  * peer then still serves a normal prefill correctly (and a session it held before keeps its
- * KV). The head's /peer/ws gateway refuses bad hellos (version, join token, first message,
- * garbage) with a clear error, closes the socket, and still admits a valid peer after.
+ * KV). The protocol 3 inputs too: batched frames (a batch result sent to a peer, a range it
+ * does not hold, entries refused one by one while the good entry is answered), `fork`,
+ * `release` with `keepPrefix` and `unload` with bad fields or of what the peer lacks. The
+ * head's /peer/ws gateway refuses bad hellos (version, join token, first message, garbage)
+ * with a clear error, closes the socket, and still admits a valid peer after.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BATCH_ENTRY_OFFSETS, decodeBatchFrame, encodeBatchFrame, type BatchEntry } from '../../src/core/frames/batch-frame-codec.ts';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
 import type { ControlMessage, ErrorMessage } from '../../src/shared/control.ts';
-import { FRAME_OFFSETS } from '../../src/shared/frame-layout.ts';
+import { FRAME_HEADER_BYTES, FRAME_OFFSETS } from '../../src/shared/frame-layout.ts';
 import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
@@ -36,7 +40,7 @@ beforeAll(async () => {
   ctx = await openStories();
   hidden = ctx.model.checkpoint.config.hiddenSize;
   head = await startStoriesHead(ctx, 'relay');
-  peer = await runPeer({ headUrl: head.peerUrl, listenPort: 0, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'bad-input-peer', threads: 1 });
+  peer = await runPeer({ headUrl: head.peerUrl, listenPort: 0, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'bad-input-peer', threads: 1, prefixBudgetBytes: 64 << 20 });
   socket = await RawSocket.openDirect(peer.listenUrl!, { peerId: 'bad-input-peer', joinToken: JOIN_TOKEN });
   socket.send(JSON.stringify(storiesAssign(ctx.model)));
   expect(await socket.nextControl()).toMatchObject({ kind: 'ready', range: SUITE_RANGE });
@@ -183,6 +187,214 @@ describe('a peer refuses bad input with typed errors and keeps serving', () => {
     const infinite = testActivations(hidden, 1, 8);
     infinite.data[0] = Number.POSITIVE_INFINITY;
     expect(await refusal(frameFor({ requestId: rid(), sessionId: randomUUID(), startPosition: 0, activations: infinite }))).toMatchObject({ code: 'nan_activations' });
+    await servesNormally();
+  });
+
+  // ── Protocol 3 inputs: batched frames (kinds 4/5), fork, release with keepPrefix, unload ──
+
+  const batchFor = (requestId: number, entries: { sessionId: string; startPosition: number; activations: Activations }[], fields: { kind?: 'batch' | 'batch-result'; range?: { start: number; end: number } } = {}) =>
+    encodeBatchFrame({ kind: fields.kind ?? 'batch', requestId, range: fields.range ?? SUITE_RANGE, dtype: 'fp32', hiddenSize: hidden, entries });
+
+  /** Send a batch frame; the answer must be its batch result (entries in order). */
+  async function sendBatch(bytes: Uint8Array, requestId: number): Promise<readonly BatchEntry[]> {
+    socket.send(bytes);
+    const answer = await socket.next();
+    if (typeof answer === 'string') throw new Error(`refused: ${answer}`);
+    const frame = decodeBatchFrame(answer);
+    expect(frame).toMatchObject({ kind: 'batch-result', requestId, range: SUITE_RANGE, hiddenSize: hidden });
+    return frame.entries;
+  }
+
+  function entryError(entry: BatchEntry, sessionId: string, startPosition: number, tokens: number) {
+    expect(entry).toMatchObject({ sessionId, startPosition });
+    if (!entry.error) throw new Error(`entry for ${sessionId} was answered, not refused`);
+    expect(entry.tokens, 'a refused entry keeps the token count asked').toBe(tokens);
+    expect(entry.error.message.length).toBeGreaterThan(10);
+    return entry.error;
+  }
+
+  function entryResult(entry: BatchEntry, sessionId: string, startPosition: number) {
+    expect(entry).toMatchObject({ sessionId, startPosition });
+    if (entry.error) throw new Error(`entry for ${sessionId} refused: ${entry.error.code}: ${entry.error.message}`);
+    return entry.activations.data;
+  }
+
+  async function control(message: Record<string, unknown>): Promise<ControlMessage> {
+    socket.send(JSON.stringify(message));
+    return socket.nextControl();
+  }
+
+  const modelKey = () => storiesAssign(ctx.model).modelKey;
+
+  it('batch frames: a batch result sent to a peer is bad_frame; a batch for layers it does not hold is not_ready', async () => {
+    const entriesBefore = peer.shard.kvEntries;
+    const requestId = rid();
+    const result = await refusal(batchFor(requestId, [{ sessionId: randomUUID(), startPosition: 0, activations: testActivations(hidden, 1, 11) }], { kind: 'batch-result' }));
+    expect(result).toMatchObject({ code: 'bad_frame', requestId });
+    expect(result.message).toMatch(/batch result/);
+    const elsewhere = rid();
+    const notLoaded = await refusal(batchFor(elsewhere, [{ sessionId: randomUUID(), startPosition: 0, activations: testActivations(hidden, 1, 12) }], { range: { start: 2, end: 5 } }));
+    expect(notLoaded).toMatchObject({ code: 'not_ready', requestId: elsewhere });
+    expect(notLoaded.message).toMatch(/layers \[2, 5\) are not loaded/);
+    expect(peer.shard.kvEntries, 'a refused batch leaves no KV entry behind').toBe(entriesBefore);
+    await servesNormally();
+  });
+
+  it('batch entries: a released session, an unknown one, NaN activations, a start above the KV length — each refused on its own, the good entry answered right', async () => {
+    const released = randomUUID();
+    await sendFrame(released, 0, testActivations(hidden, 2, 13));
+    expect(await control({ kind: 'release', id: 'rb1', sessionId: released })).toMatchObject({ kind: 'released', id: 'rb1', sessionId: released, freedEntries: 1 });
+    const short = randomUUID(); // holds 2 positions; an entry for it claims to start at 5
+    const shortPrompt = testActivations(hidden, 2, 14);
+    expect(await sendFrame(short, 0, shortPrompt)).toEqual(await expected(short, 0, shortPrompt));
+    const unknown = randomUUID();
+    const poisoned = randomUUID();
+    const nan = testActivations(hidden, 1, 15);
+    nan.data[5] = Number.NaN;
+    const good = randomUUID();
+    const goodPrompt = testActivations(hidden, 2, 16);
+    const entriesBefore = peer.shard.kvEntries;
+
+    const requestId = rid();
+    const entries = await sendBatch(
+      batchFor(requestId, [
+        { sessionId: released, startPosition: 2, activations: testActivations(hidden, 1, 17) },
+        { sessionId: unknown, startPosition: 4, activations: testActivations(hidden, 1, 18) },
+        { sessionId: poisoned, startPosition: 0, activations: nan },
+        { sessionId: short, startPosition: 5, activations: testActivations(hidden, 1, 19) },
+        { sessionId: good, startPosition: 0, activations: goodPrompt },
+      ]),
+      requestId,
+    );
+    expect(entries).toHaveLength(5);
+    const releasedError = entryError(entries[0], released, 2, 1);
+    expect(releasedError.code).toBe('unknown_session');
+    expect(releasedError.message).toMatch(new RegExp(`session ${released} was released`));
+    const unknownError = entryError(entries[1], unknown, 4, 1);
+    expect(unknownError.code).toBe('cache_miss');
+    expect(unknownError.message).toMatch(new RegExp(`no KV for session ${unknown}`));
+    const nanError = entryError(entries[2], poisoned, 0, 1);
+    expect(nanError.code).toBe('nan_activations');
+    expect(nanError.message).toMatch(/token 0, channel 5/);
+    const shortError = entryError(entries[3], short, 5, 1);
+    expect(shortError.code).toBe('cache_miss');
+    expect(shortError.message).toMatch(/holds 2 positions, step starts at 5/);
+    expect(entryResult(entries[4], good, 0)).toEqual(await expected(good, 0, goodPrompt));
+    expect(peer.shard.kvEntries, 'only the good entry holds KV: the refused ones left none').toBe(entriesBefore + 1);
+
+    // The refused entry did not damage the short session's KV: it decodes at position 2.
+    const step = testActivations(hidden, 1, 20);
+    expect(await sendFrame(short, 2, step)).toEqual(await expected(short, 2, step));
+    await servesNormally();
+  });
+
+  it('batch entries of mixed token counts are each answered right; a lying header total, a lying entry token count, a session twice: refused', async () => {
+    const three = randomUUID();
+    const one = randomUUID();
+    const threePrompt = testActivations(hidden, 3, 21);
+    const onePrompt = testActivations(hidden, 1, 22);
+    const requestId = rid();
+    const mixed = [
+      { sessionId: three, startPosition: 0, activations: threePrompt },
+      { sessionId: one, startPosition: 0, activations: onePrompt },
+    ];
+    const entries = await sendBatch(batchFor(requestId, mixed), requestId);
+    expect(entryResult(entries[0], three, 0)).toEqual(await expected(three, 0, threePrompt));
+    expect(entryResult(entries[1], one, 0)).toEqual(await expected(one, 0, onePrompt));
+
+    const fresh = () => [
+      { sessionId: randomUUID(), startPosition: 0, activations: testActivations(hidden, 3, 23) },
+      { sessionId: randomUUID(), startPosition: 0, activations: testActivations(hidden, 1, 24) },
+    ];
+    const total = rid();
+    const lyingTotal = await refusal(patched(batchFor(total, fresh()), (view) => view.setUint32(FRAME_OFFSETS.tokenCount, 5, true)));
+    expect(lyingTotal).toMatchObject({ code: 'bad_frame', requestId: total });
+    expect(lyingTotal.message).toMatch(/entries hold 4 tokens, the header says 5/);
+    const entryTokens = rid();
+    const tokensAt = FRAME_HEADER_BYTES + BATCH_ENTRY_OFFSETS.tokenCount; // entry 0's token count (the table follows the header)
+    const lyingEntry = await refusal(patched(batchFor(entryTokens, fresh()), (view) => view.setUint32(tokensAt, 2, true)));
+    expect(lyingEntry).toMatchObject({ code: 'wrong_payload_size', requestId: entryTokens });
+    expect(lyingEntry.message).toMatch(/entry 0 body/);
+    const twice = rid();
+    const sessionId = randomUUID();
+    const duplicate = await refusal(batchFor(twice, [
+      { sessionId, startPosition: 0, activations: testActivations(hidden, 1, 25) },
+      { sessionId, startPosition: 0, activations: testActivations(hidden, 1, 26) },
+    ]));
+    expect(duplicate).toMatchObject({ code: 'bad_frame', requestId: twice });
+    expect(duplicate.message).toMatch(new RegExp(`session ${sessionId} appears twice`));
+    await servesNormally();
+  });
+
+  it('fork: an unknown prefix id, length 0, a length above the prefix entry, a range the peer does not hold — typed errors; a valid fork still works', async () => {
+    const source = randomUUID();
+    const prompt = testActivations(hidden, 3, 27);
+    await sendFrame(source, 0, prompt);
+    const prefixId = randomUUID();
+    expect(await control({ kind: 'release', id: 'rf1', sessionId: source, keepPrefix: { prefixId, length: 2 } })).toMatchObject({ kind: 'released', id: 'rf1', sessionId: source, freedEntries: 1, keptPrefixes: 1 });
+
+    const target = randomUUID();
+    const fork = (fields: Record<string, unknown>) => ({ kind: 'fork', id: 'f1', sessionId: target, prefixId, range: SUITE_RANGE, length: 2, ...fields });
+    const entriesBefore = peer.shard.kvEntries;
+    const missing = randomUUID();
+    const unknownPrefix = await refusal(JSON.stringify(fork({ prefixId: missing })));
+    expect(unknownPrefix).toMatchObject({ code: 'cache_miss', id: 'f1', sessionId: target });
+    expect(unknownPrefix.message).toMatch(new RegExp(`no prefix entry ${missing} of 2 positions`));
+    const empty = await refusal(JSON.stringify(fork({ length: 0 })));
+    expect(empty).toMatchObject({ code: 'protocol_error' });
+    expect(empty.message).toMatch(/'fork': field 'length' must be an integer in \[1,/);
+    const tooLong = await refusal(JSON.stringify(fork({ length: 3 })));
+    expect(tooLong).toMatchObject({ code: 'cache_miss', id: 'f1', sessionId: target });
+    expect(tooLong.message).toMatch(new RegExp(`no prefix entry ${prefixId} of 3 positions`));
+    const elsewhere = await refusal(JSON.stringify(fork({ range: { start: 2, end: 5 } })));
+    expect(elsewhere).toMatchObject({ code: 'not_ready', id: 'f1', sessionId: target });
+    expect(elsewhere.message).toMatch(/layers \[2, 5\) are not loaded/);
+    expect(peer.shard.kvEntries, 'refused forks leave no KV entry behind').toBe(entriesBefore);
+
+    // The prefix entry survived the refusals: a valid fork gets its first 2 positions, and the
+    // forked session decodes as a session whose KV was cut back to 2 positions does.
+    expect(await control(fork({}))).toMatchObject({ kind: 'forked', id: 'f1', sessionId: target, length: 2 });
+    const twin = randomUUID();
+    await expected(twin, 0, prompt);
+    const step = testActivations(hidden, 1, 28);
+    expect(await sendFrame(target, 2, step)).toEqual(await expected(twin, 2, step));
+    await servesNormally();
+  });
+
+  it('release with keepPrefix.length above the KV length: released, nothing kept (as PrefixStore.keep documents), the session gone; length 0 is refused', async () => {
+    const sessionId = randomUUID();
+    await sendFrame(sessionId, 0, testActivations(hidden, 2, 29));
+    const prefixId = randomUUID();
+    // The peer's own figures (read in process: a wire 'stats' is a full report, not a request).
+    const stats = async () => (await peer.shard.handleControl({ kind: 'stats', id: 's1' } as ControlMessage)) as ControlMessage & { kvEntries: number; prefixEntries: number };
+    const before = await stats();
+    expect(before.prefixEntries, 'the fork case above left its prefix entry').toBeGreaterThan(0);
+    const zero = await refusal(JSON.stringify({ kind: 'release', id: 'rk0', sessionId, keepPrefix: { prefixId, length: 0 } }));
+    expect(zero).toMatchObject({ code: 'protocol_error' });
+    expect(zero.message).toMatch(/'release': field 'keepPrefix.length' must be an integer in \[1,/);
+    expect(await control({ kind: 'release', id: 'rk1', sessionId, keepPrefix: { prefixId, length: 5 } })).toEqual({ kind: 'released', id: 'rk1', sessionId, freedEntries: 1, keptPrefixes: 0 });
+    const after = await stats();
+    expect(after).toMatchObject({ kind: 'stats' });
+    expect(after.prefixEntries, 'no prefix entry was kept').toBe(before.prefixEntries);
+    expect(after.kvEntries, 'the session KV was freed').toBe(before.kvEntries - 1);
+    const forked = await refusal(JSON.stringify({ kind: 'fork', id: 'rk2', sessionId: randomUUID(), prefixId, range: SUITE_RANGE, length: 2 }));
+    expect(forked).toMatchObject({ code: 'cache_miss', id: 'rk2' });
+    expect(forked.message).toMatch(new RegExp(`no prefix entry ${prefixId}`));
+    const requestId = rid();
+    expect(await refusal(validFrame(requestId, sessionId, 2))).toMatchObject({ code: 'unknown_session', sessionId, requestId });
+    await servesNormally();
+  });
+
+  it('unload of a range that is not loaded: unloaded, loaded false, nothing freed; the loaded range still serves; a reversed range is refused', async () => {
+    const entriesBefore = peer.shard.kvEntries;
+    for (const range of [{ start: 2, end: 5 }, { start: 0, end: 1 }, { start: 1, end: 2 }]) {
+      expect(await control({ kind: 'unload', id: 'u1', modelKey: modelKey(), range })).toEqual({ kind: 'unloaded', id: 'u1', range, loaded: false, freedEntries: 0 });
+    }
+    expect(await control({ kind: 'unload', id: 'u2', modelKey: 'not-this-model', range: { start: 3, end: 4 } })).toEqual({ kind: 'unloaded', id: 'u2', range: { start: 3, end: 4 }, loaded: false, freedEntries: 0 });
+    const reversed = await refusal(JSON.stringify({ kind: 'unload', id: 'u3', modelKey: modelKey(), range: { start: 3, end: 2 } }));
+    expect(reversed).toMatchObject({ code: 'protocol_error' });
+    expect(reversed.message).toMatch(/'unload': field 'range' must be a half-open range with end > start/);
+    expect(peer.shard.kvEntries, 'no KV was freed by unloading ranges the peer does not hold').toBe(entriesBefore);
     await servesNormally();
   });
 
