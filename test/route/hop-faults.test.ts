@@ -7,35 +7,22 @@
  * routed elsewhere, and the back-off lets the peer back in. Peers that never get ready are
  * dropped from the plan.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { mapError } from '../../src/node/openai/errors.ts';
-import { tempDir } from '../engine/harness.ts';
 import { ManualClock } from './manual-clock.ts';
-import { FaultyPeer, SilentAssignLink, type PeerFault } from './peer-doubles.ts';
-import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
+import { FaultyPeer, type PeerFault, SilentAssignLink } from './peer-doubles.ts';
+import { collect, greedy, inProcessMesh, openSession, PROMPT, useStories } from './route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-let expected: number[];
 const TOKENS = 16;
-beforeAll(async () => {
-  root = await tempDir('hop-faults');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  expected = await oneProcessTokens(ctx, PROMPT, TOKENS);
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('hop-faults', TOKENS);
 
 /** Three peers; p2 (layers [2, 4)) answers `fault` from its 7th frame on. */
 function meshWithFaultyP2(fault: PeerFault, clock?: ManualClock) {
   let faulty!: FaultyPeer;
   const t = inProcessMesh(
-    ctx,
+    stories.ctx,
     3,
     (id, peer) => {
       if (id !== 'p2') return new InProcessLink(peer);
@@ -60,10 +47,10 @@ describe('a faulty hop is replaced and its peer quarantined', () => {
   for (const [fault, reason] of faults) {
     it(`${fault}: replaced, identical tokens, p2 quarantined, the next session routed elsewhere`, async () => {
       const { t } = meshWithFaultyP2(fault);
-      const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT);
+      const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT);
       expect(routed(session)).toEqual([]);
       const { ids } = await collect(session);
-      expect(ids).toEqual(expected);
+      expect(ids).toEqual(stories.expected);
       const replaced = session.telemetry.repairs.filter((r) => r.kind === 'replaced');
       expect(replaced).toEqual([expect.objectContaining({ hop: 1, lostPeerId: 'p2', reason: expect.stringMatching(/^faulty: /) })]);
       expect(replaced[0].reason).toMatch(reason);
@@ -71,8 +58,8 @@ describe('a faulty hop is replaced and its peer quarantined', () => {
       const p2 = t.mesh.peers.find((p) => p.id === 'p2')!;
       expect(p2.quarantine).toMatchObject({ strikes: 1, reason: expect.stringMatching(/^faulty on layers \[2, 4\)/) });
 
-      const next = openSession(ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT);
-      expect((await collect(next)).ids).toEqual(expected);
+      const next = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT);
+      expect((await collect(next)).ids).toEqual(stories.expected);
       expect(routed(next)).not.toContain('p2');
       expect(next.telemetry.repairs).toEqual([]);
       await Promise.all([session.closed, next.closed]);
@@ -85,7 +72,7 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
   it('a hop silent past its deadline is replaced, identical tokens, quarantined; the back-off lets it back in', async () => {
     const clock = new ManualClock();
     const { t, faulty } = meshWithFaultyP2('silent', clock);
-    const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, { clock, hopTimeoutMs: 5000, backoff: { baseMs: 0, maxMs: 0 } }, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock, hopTimeoutMs: 5000, backoff: { baseMs: 0, maxMs: 0 } }, PROMPT);
     const running = collect(session);
     await faulty.tripped.promise; // p2 holds its 7th frame and will never answer
     // The deadline is the floor here: 8 × the hop's recent ms per position is far less.
@@ -94,7 +81,7 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
     await new Promise((resolve) => setImmediate(resolve)); // anything an early timer started has had its turn
     expect(session.telemetry.repairs).toEqual([]);
     clock.advance(1);
-    expect((await running).ids).toEqual(expected);
+    expect((await running).ids).toEqual(stories.expected);
     expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', hop: 1, lostPeerId: 'p2', reason: expect.stringMatching(/^hung: .*did not answer within 5000 ms/) })]);
     const p2 = () => t.mesh.peers.find((p) => p.id === 'p2')!;
     expect(p2().quarantine).toMatchObject({ strikes: 1, until: clock.now() + 10_000 });
@@ -105,14 +92,14 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
     clock.advance(10_000);
     expect(p2().quarantine).toBeUndefined();
     expect(t.mesh.plan().hops.map((h) => h.peerId)).toContain('p2');
-    const later = openSession(ctx, t.provider, greedy(TOKENS), undefined, { clock, hopTimeoutMs: 5000 }, PROMPT);
-    expect((await collect(later)).ids).toEqual(expected);
+    const later = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock, hopTimeoutMs: 5000 }, PROMPT);
+    expect((await collect(later)).ids).toEqual(stories.expected);
     expect(routed(later)).toContain('p2');
   });
 
   it('a second fault doubles the time out', async () => {
     const clock = new ManualClock();
-    const t = inProcessMesh(ctx, 2, undefined, { clock });
+    const t = inProcessMesh(stories.ctx, 2, undefined, { clock });
     const failure = { kind: 'hung' as const, reason: 'test' };
     t.mesh.reportFault('p1', { start: 0, end: 3 }, failure);
     expect(t.mesh.peers[0].quarantine).toMatchObject({ strikes: 1, until: clock.now() + 10_000 });
@@ -127,12 +114,12 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
   it('when the quarantined peer is the only way to cover its range, the request gets route_unavailable (503) naming the range', async () => {
     const clock = new ManualClock();
     let faulty!: FaultyPeer;
-    const t = inProcessMesh(ctx, 1, (_, peer) => new InProcessLink((faulty = new FaultyPeer(peer, 'internal', 6))), { clock });
-    const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, { clock, backoff: { baseMs: 0, maxMs: 0 } }, PROMPT);
+    const t = inProcessMesh(stories.ctx, 1, (_, peer) => new InProcessLink((faulty = new FaultyPeer(peer, 'internal', 6))), { clock });
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock, backoff: { baseMs: 0, maxMs: 0 } }, PROMPT);
     await expect(collect(session)).rejects.toThrow(/no peer can take layers \[0, 5\) after losing p1/);
     expect(session.telemetry.outcome).toBe('error');
 
-    const next = openSession(ctx, t.provider, greedy(TOKENS), undefined, { clock }, PROMPT);
+    const next = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock }, PROMPT);
     const error = await collect(next).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RouteUnavailableError);
     expect((error as Error).message).toMatch(/layers \[0, 5\) are held only by quarantined peer p1 \(faulty on layers \[0, 5\).*back in 10 s\)/);
@@ -140,8 +127,8 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
 
     faulty.heal();
     clock.advance(10_000);
-    const after = openSession(ctx, t.provider, greedy(TOKENS), undefined, { clock }, PROMPT);
-    expect((await collect(after)).ids).toEqual(expected);
+    const after = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock }, PROMPT);
+    expect((await collect(after)).ids).toEqual(stories.expected);
   });
 });
 
@@ -149,10 +136,10 @@ describe('only ready peers are routed', () => {
   it('a peer that says hello but never answers assign is dropped from the plan after the ready deadline', async () => {
     const clock = new ManualClock();
     let silent!: SilentAssignLink;
-    const t = inProcessMesh(ctx, 2, (id, peer) => (id === 'p2' ? (silent = new SilentAssignLink(new InProcessLink(peer))) : new InProcessLink(peer)), { clock, readyTimeoutMs: 2000 });
+    const t = inProcessMesh(stories.ctx, 2, (id, peer) => (id === 'p2' ? (silent = new SilentAssignLink(new InProcessLink(peer))) : new InProcessLink(peer)), { clock, readyTimeoutMs: 2000 });
     expect(t.mesh.plan().hops.map((h) => h.peerId)).toEqual(['p1', 'p2']); // planned, but not ready
     expect(t.mesh.routeReady()).toBe(false);
-    const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, { clock }, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock }, PROMPT);
     const running = collect(session);
     // p1 gets ready (real loading takes real time); only then does the clock move.
     const p1 = t.mesh.peers.find((p) => p.id === 'p1')!;
@@ -161,7 +148,7 @@ describe('only ready peers are routed', () => {
     });
     expect(silent.assigns).toBe(1);
     clock.advance(2000);
-    expect((await running).ids).toEqual(expected);
+    expect((await running).ids).toEqual(stories.expected);
     expect(routed(session)).toEqual(['p1']);
     expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine?.reason).toMatch(/not ready for layers .*did not answer 'ready'.*within 2000 ms/);
     expect(t.mesh.routeReady()).toBe(true);

@@ -5,34 +5,21 @@
  * unchanged, and their `release` still reaches the peer, so it keeps no KV. Real ShardPeers
  * behind in-process links; the report is made mid-stream through the mesh's own interface.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
-import { tempDir } from '../engine/harness.ts';
 import { CountingLink } from './peer-doubles.ts';
-import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
+import { collect, greedy, inProcessMesh, openSession, PROMPT, useStories } from './route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-let expected: number[];
 const TOKENS = 16;
-beforeAll(async () => {
-  root = await tempDir('quarantine-revokes');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  expected = await oneProcessTokens(ctx, PROMPT, TOKENS);
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('quarantine-revokes', TOKENS);
 
 it('a peer reported by one session is replaced in every other live session at its next frame; tokens unchanged, its KV released', async () => {
   let p2Frames!: CountingLink;
-  const t = inProcessMesh(ctx, 3, (id, peer) => {
+  const t = inProcessMesh(stories.ctx, 3, (id, peer) => {
     const link = new InProcessLink(peer);
     return id === 'p2' ? (p2Frames = new CountingLink(link)) : link;
   });
-  const sessions = [0, 1, 2].map(() => openSession(ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT));
+  const sessions = [0, 1, 2].map(() => openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT));
   let framesAtReport = -1;
   const results = await Promise.all(
     sessions.map((session, i) =>
@@ -46,7 +33,7 @@ it('a peer reported by one session is replaced in every other live session at it
       }),
     ),
   );
-  for (const { ids } of results) expect(ids).toEqual(expected);
+  for (const { ids } of results) expect(ids).toEqual(stories.expected);
   expect(framesAtReport).toBeGreaterThan(0);
   // No session sent p2 a frame after the report (without the revocation the other two kept
   // sending it one per token, and the reporter's own session too, since reporting alone does

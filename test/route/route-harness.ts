@@ -20,7 +20,8 @@ import { openLocalModel, openLocalTokenizer, type LocalModel } from '../../src/n
 import { meshModel } from '../../src/node/mesh-model.ts';
 import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
 import { generateLocal } from '../../src/core/route/local-pipeline.ts';
-import { pipeline, STORIES_DIR } from '../engine/harness.ts';
+import { afterAll, beforeAll } from 'vitest';
+import { pipeline, STORIES_DIR, tempDir } from '../engine/harness.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 
 const FP32 = weightSpec('fp32');
@@ -191,4 +192,31 @@ export async function oneProcessTokens(ctx: StoriesContext, promptIds: readonly 
   } finally {
     await p.dispose();
   }
+}
+
+/** What `useStories` opens: valid inside the file's tests (set by its beforeAll). */
+export interface StoriesFixture {
+  ctx: StoriesContext;
+  /** The one-process greedy tokens of PROMPT (`tokens` of them). */
+  expected: number[];
+}
+
+/**
+ * The usual set-up of a route test file: its own MESHNET_HOME (a temporary folder named after
+ * `name`), stories260k opened, and the one-process greedy answer to PROMPT; all released after.
+ */
+export function useStories(name: string, tokens: number): StoriesFixture {
+  const fixture = {} as StoriesFixture;
+  let root: { dir: string; remove: () => Promise<void> } | undefined;
+  beforeAll(async () => {
+    root = await tempDir(name);
+    process.env.MESHNET_HOME = root.dir;
+    fixture.ctx = await openStories();
+    fixture.expected = await oneProcessTokens(fixture.ctx, PROMPT, tokens);
+  });
+  afterAll(async () => {
+    await fixture.ctx?.head.dispose();
+    await root?.remove();
+  });
+  return fixture;
 }

@@ -6,7 +6,7 @@
  * is caught within the frames the seed gives, and later sessions are exact. The head is the
  * witness; without a witness a check is skipped, not blamed. Plus the comparison itself.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HEAD_PEER_ID } from '../../src/core/route/plan-route.ts';
 import { activationDifference, HopVerifier, toleranceFor, type VerifyResult } from '../../src/core/route/verify-hop.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -15,30 +15,17 @@ import { f32ToF16Bits } from '../../src/core/model/dtype.ts';
 import { weightSpec, type WeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import { Mesh } from '../../src/core/route/mesh.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
-import { tempDir } from '../engine/harness.ts';
 import { FaultyPeer } from './peer-doubles.ts';
-import { collect, createPeer, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
+import { collect, createPeer, greedy, inProcessMesh, openSession, PROMPT, useStories } from './route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-let expected: number[];
 const TOKENS = 24;
-beforeAll(async () => {
-  root = await tempDir('verify-hop');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  expected = await oneProcessTokens(ctx, PROMPT, TOKENS);
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('verify-hop', TOKENS);
 
 /** p1, p2 (echoes from its `after + 1`-th frame), p3, and the head as a member that is never planned (a witness). */
 function meshWithEcho(after: number, withHead = true, headBudgetLayers = Infinity) {
   let echo!: FaultyPeer;
-  const t = inProcessMesh(ctx, 3, (id, peer) => (id === 'p2' ? new InProcessLink((echo = new FaultyPeer(peer, 'echo', after))) : new InProcessLink(peer)));
-  if (withHead) t.mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: 'cpu', memoryBudgetBytes: Math.min(1 << 30, Math.floor(headBudgetLayers * t.mesh.model.bytesPerLayer)), link: new InProcessLink(createPeer(ctx)) });
+  const t = inProcessMesh(stories.ctx, 3, (id, peer) => (id === 'p2' ? new InProcessLink((echo = new FaultyPeer(peer, 'echo', after))) : new InProcessLink(peer)));
+  if (withHead) t.mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: 'cpu', memoryBudgetBytes: Math.min(1 << 30, Math.floor(headBudgetLayers * t.mesh.model.bytesPerLayer)), link: new InProcessLink(createPeer(stories.ctx)) });
   return { t, echo: () => echo };
 }
 
@@ -50,17 +37,17 @@ function verifier(t: ReturnType<typeof meshWithEcho>['t'], fraction: number, see
 describe('--verify catches a peer that echoes its input', () => {
   it('without verification the echo goes unnoticed and the tokens are wrong', async () => {
     const { t } = meshWithEcho(2);
-    const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, {}, PROMPT);
     const { ids } = await collect(session);
-    expect(ids).not.toEqual(expected);
+    expect(ids).not.toEqual(stories.expected);
     expect(session.telemetry.repairs).toEqual([]);
   });
 
   it('checking every step: caught at its first wrong answer, replaced, quarantined; the tokens are exact', async () => {
     const { t, echo } = meshWithEcho(2);
     const { verifier: v, results } = verifier(t, 1);
-    const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
-    expect((await collect(session)).ids).toEqual(expected);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
     expect(echo().faulted, 'wrong answers it gave before it was caught').toBe(1);
     expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', cause: 'mismatch', hop: 1, lostPeerId: 'p2' })]);
     expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine?.reason).toMatch(/^mismatch on layers \[2, 4\).*differ from head's replay/);
@@ -73,7 +60,7 @@ describe('--verify catches a peer that echoes its input', () => {
   it('checking a quarter of the steps (seeded): caught within the frames the seed gives; the next session is exact', async () => {
     const { t, echo } = meshWithEcho(0);
     const { verifier: v } = verifier(t, 0.25, 11);
-    const session = openSession(ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
     await collect(session);
     const caught = echo().faulted;
     // P(not caught in n frames) = 0.75^n: 0.75^40 ≈ 1e-5. Seed 11 draws it sooner.
@@ -81,8 +68,8 @@ describe('--verify catches a peer that echoes its input', () => {
     expect(caught).toBeLessThanOrEqual(40);
     expect(session.telemetry.repairs.map((r) => r.cause)).toEqual(['mismatch']);
     expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine?.reason).toMatch(/^mismatch on layers \[2, 4\)/);
-    const next = openSession(ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
-    expect((await collect(next)).ids).toEqual(expected);
+    const next = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+    expect((await collect(next)).ids).toEqual(stories.expected);
   });
 
   it('the head witnesses only ranges that fit its memory budget: the others are skipped', async () => {
@@ -90,7 +77,7 @@ describe('--verify catches a peer that echoes its input', () => {
     const { t, echo } = meshWithEcho(0, true, 1.5);
     const checked: string[] = [];
     const v = new HopVerifier({ fraction: 1, source: t.mesh, rng: createRng(7), onResult: (r, peerId) => checked.push(`${peerId} ${r}`) });
-    const session = openSession(ctx, t.provider, greedy(8), undefined, { verifier: v }, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(8), undefined, { verifier: v }, PROMPT);
     await collect(session);
     expect(new Set(checked)).toEqual(new Set(['p1 skipped', 'p2 skipped', 'p3 agreed']));
     expect(echo().faulted).toBeGreaterThan(0);
@@ -100,7 +87,7 @@ describe('--verify catches a peer that echoes its input', () => {
   it('with no witness (no head, no other holder of the range) a check is skipped, never blamed on the hop', async () => {
     const { t } = meshWithEcho(Infinity, false);
     const { verifier: v, results } = verifier(t, 1);
-    const session = openSession(ctx, t.provider, greedy(8), undefined, { verifier: v }, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(8), undefined, { verifier: v }, PROMPT);
     await collect(session);
     expect(results.length).toBeGreaterThan(0);
     expect(new Set(results)).toEqual(new Set(['skipped']));
@@ -111,9 +98,9 @@ describe('--verify catches a peer that echoes its input', () => {
 describe('honest peers are never blamed', () => {
   /** Three honest peers serving `weights`, and the head (same format) as the witness. */
   function honestMesh(weights: WeightSpec, echoing?: FaultyPeer[]) {
-    const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weights), { headLayers: 'none' });
+    const mesh = new Mesh(meshModel(stories.ctx.model, 'stories260k', 'fp32', weights), { headLayers: 'none' });
     for (const id of ['p1', 'p2', 'p3', HEAD_PEER_ID]) {
-      const peer = createPeer(ctx);
+      const peer = createPeer(stories.ctx);
       const link = new InProcessLink(echoing && id === 'p2' ? echoing[echoing.push(new FaultyPeer(peer, 'echo', 2)) - 1]! : peer);
       mesh.addPeer({ id, runtime: id === HEAD_PEER_ID ? 'head' : 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, weightFormats: ['fp32', 'fp16', 'q8', 'q4'] });
     }
@@ -122,11 +109,11 @@ describe('honest peers are never blamed', () => {
 
   it('with the looser int8 tolerance an echo is still caught at its first wrong answer', async () => {
     const weights = weightSpec('fp32', { format: 'q4', accuracyLevel: 4 });
-    const expectedQ4 = (await collect(openSession(ctx, honestMesh(weights), greedy(TOKENS), undefined, {}, PROMPT))).ids;
+    const expectedQ4 = (await collect(openSession(stories.ctx, honestMesh(weights), greedy(TOKENS), undefined, {}, PROMPT))).ids;
     const echoing: FaultyPeer[] = [];
     const mesh = honestMesh(weights, echoing);
     const v = new HopVerifier({ fraction: 1, source: mesh, rng: createRng(3) });
-    const session = openSession(ctx, mesh, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
+    const session = openSession(stories.ctx, mesh, greedy(TOKENS), undefined, { verifier: v }, PROMPT);
     expect((await collect(session)).ids).toEqual(expectedQ4);
     expect(echoing[0]!.faulted).toBe(1);
     expect(session.telemetry.repairs.map((r) => r.cause)).toEqual(['mismatch']);
@@ -140,11 +127,11 @@ describe('honest peers are never blamed', () => {
     ['q4, accuracy level 0', weightSpec('fp32', { format: 'q4', accuracyLevel: 0 })],
   ] as const) {
     it(`${name} weights: every step checked agrees with its replay (prefill against step by step), tokens as unchecked`, async () => {
-      const unchecked = await collect(openSession(ctx, honestMesh(weights), greedy(HONEST_TOKENS), undefined, {}, PROMPT));
+      const unchecked = await collect(openSession(stories.ctx, honestMesh(weights), greedy(HONEST_TOKENS), undefined, {}, PROMPT));
       const mesh = honestMesh(weights);
       const results: VerifyResult[] = [];
       const v = new HopVerifier({ fraction: 1, source: mesh, rng: createRng(3), onResult: (r) => results.push(r) });
-      const session = openSession(ctx, mesh, greedy(HONEST_TOKENS), undefined, { verifier: v }, PROMPT);
+      const session = openSession(stories.ctx, mesh, greedy(HONEST_TOKENS), undefined, { verifier: v }, PROMPT);
       expect((await collect(session)).ids).toEqual(unchecked.ids);
       // Every step of every hop is checked: one per token, fewer steps where prompt lookup's drafts were kept.
       expect(results.length).toBeGreaterThanOrEqual(3 * session.telemetry.speculation!.steps);
