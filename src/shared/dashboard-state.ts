@@ -212,7 +212,8 @@ export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
     case 'peer.left': {
       if (!state.peers.some((p) => p.id === event.peerId && p.status !== 'gone')) return state;
       const marked = state.peers.filter((p) => p.id !== event.peerId);
-      const last = state.peers.find((p) => p.id === event.peerId)!;
+      // What it held (weights, prefix entries) goes with it; its quarantine stays on record.
+      const { prefixBytes: _prefixBytes, prefixEntries: _prefixEntries, weightBytes: _weightBytes, ...last } = state.peers.find((p) => p.id === event.peerId)!;
       const gone: PeerView = { ...last, status: 'gone', layers: [], kvBytes: 0, kvEntries: 0, ...(event.at !== undefined ? { goneAt: event.at } : {}) };
       return { ...state, peers: capGone([...marked, gone]) };
     }

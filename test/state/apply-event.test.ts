@@ -71,11 +71,12 @@ describe('applyEvent: peers and route', () => {
   it('a leaver is gone at once with no layers and no KV, stamped with when it left; peer.removed drops only a gone peer', () => {
     const state = fold([
       { kind: 'peer.joined', peer: peer('a') },
-      { kind: 'peer.updated', peer: peer('a', { status: 'ready', layers: [{ start: 0, end: 3 }], kvBytes: 4096, kvEntries: 3 }) },
+      { kind: 'peer.updated', peer: peer('a', { status: 'ready', layers: [{ start: 0, end: 3 }], kvBytes: 4096, kvEntries: 3, weightBytes: 1 << 20, prefixBytes: 2048, prefixEntries: 1 }) },
       { kind: 'peer.joined', peer: peer('b') },
       { kind: 'peer.left', peerId: 'a', at: 1234 },
     ]);
     expect(state.peers.find((p) => p.id === 'a')).toMatchObject({ status: 'gone', layers: [], kvBytes: 0, kvEntries: 0, goneAt: 1234 });
+    for (const held of ['weightBytes', 'prefixBytes', 'prefixEntries']) expect(state.peers.find((p) => p.id === 'a'), `a gone peer has no ${held}`).not.toHaveProperty(held);
     const dropped = applyEvent(state, { kind: 'peer.removed', peerId: 'a' });
     expect(dropped.peers.map((p) => p.id)).toEqual(['b']);
     expect(applyEvent(dropped, { kind: 'peer.removed', peerId: 'b' }), 'a peer that is up is not dropped').toBe(dropped);
