@@ -103,6 +103,12 @@ describe('mapError', () => {
     expect(mapError(new TokenizerError('tokenizer.json', 'missing the "model" object')).status).toBe(500);
   });
 
+  it("on /v1/responses a chat template's refusal names input, and its detail is left as the template wrote it", () => {
+    const refused = mapError(new TokenizerError('tokenizer_config.json', 'chat template failed to render: System messages are not supported'), { promptParam: 'input' });
+    expect([refused.status, refused.param]).toEqual([400, 'input']);
+    expect(refused.message).toBe("The model's chat template refused the input: chat template failed to render: System messages are not supported");
+  });
+
   it('maps anything else to 500 without leaking the message or stack', () => {
     for (const e of [new Error('ENOENT /secret/path'), new HopFailedError(1, 'p', 'nan'), new PlanError('invalid_input', 'x'), 'a string', undefined]) {
       const err = mapError(e);

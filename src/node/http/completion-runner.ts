@@ -16,7 +16,7 @@ import { GrammarError, type GrammarEngine, type OutputGrammar } from '../../core
 import { ConstraintDeadEndError, maskAllowsAny, type TokenConstraint } from '../../core/sampling/index.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
 import type { HeadContext } from '../head/head-node.ts';
-import { invalidRequest, mapError } from '../openai/errors.ts';
+import { type ErrorContext, invalidRequest, mapError, type PromptParam } from '../openai/errors.ts';
 import type { OpenAIRequest } from '../openai/requests.ts';
 import { unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { collectGeneration } from '../openai/stream.ts';
@@ -48,6 +48,8 @@ export interface RunOptions {
   readonly plan?: OutputPlan;
   /** How the endpoint writes its answer; chat and completions objects by default. */
   readonly format?: (answer: AnswerContext) => AnswerFormat;
+  /** The field errors name as the prompt's, when not the request kind's own (Responses: `input`). */
+  readonly promptParam?: PromptParam;
 }
 
 /** The grammar's constraint for one session; a schema the engine refuses is a 400. */
@@ -94,7 +96,7 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
     model: ctx.head.name,
     systemFingerprint: `meshnet-${ctx.head.model.key.slice(0, 8)}`,
   };
-  const errorContext = { promptParam: request.kind === 'chat' ? ('messages' as const) : ('prompt' as const) };
+  const errorContext: ErrorContext = { promptParam: options.promptParam ?? (request.kind === 'chat' ? 'messages' : 'prompt') };
   // Compiling a new grammar can take a while; the session does not exist yet. From here the
   // session table owns the constraint (it disposes it when it refuses the session).
   const constraint = await openConstraint(ctx, request, options.plan?.grammar);

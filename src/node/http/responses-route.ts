@@ -6,7 +6,7 @@
  * stream events (`responsesFormat`).
  */
 import { planStructuredChat } from '../../core/model/structured-output.ts';
-import { ApiError } from '../openai/errors.ts';
+import { ApiError, mapError } from '../openai/errors.ts';
 import type { RequestDefaults } from '../openai/requests.ts';
 import { parseResponsesRequest } from '../openai/responses-request.ts';
 import { responsesFormat } from './answer-formats.ts';
@@ -14,15 +14,14 @@ import { runCompletion, type RunnerContext } from './completion-runner.ts';
 import { type BodyLimits, readJsonBody } from './respond.ts';
 
 /**
- * The chat request's refusals name chat's fields: the context-length ones `messages`, a schema
- * the grammar engine refuses `response_format`. A Responses client sent `input` and `text.format`.
+ * Errors name the Responses fields the client sent: the prompt's is `input` (mapped with that
+ * context: context length, a chat template's refusal), and a schema the grammar engine refuses
+ * — chat's `response_format` — is `text.format`.
  */
-function asResponsesError(error: unknown): unknown {
-  if (!(error instanceof ApiError)) return error;
-  const rename = (param: string, message: string) => new ApiError(error.status, message, { type: error.type, param, code: error.code, cause: error });
-  if (error.param === 'messages') return rename('input', error.message.replaceAll('messages', 'input'));
-  if (error.param === 'response_format') return rename('text.format', error.message.replaceAll("'response_format'", "'text.format'"));
-  return error;
+function asResponsesError(error: unknown): ApiError {
+  const api = mapError(error, { promptParam: 'input' });
+  if (api.param !== 'response_format') return api;
+  return new ApiError(api.status, api.message.replaceAll("'response_format'", "'text.format'"), { type: api.type, param: 'text.format', code: api.code, cause: api });
 }
 
 export async function answerResponses(ctx: RunnerContext, defaults: RequestDefaults, body: BodyLimits, request: Request): Promise<Response> {
@@ -30,7 +29,7 @@ export async function answerResponses(ctx: RunnerContext, defaults: RequestDefau
   try {
     const plan = planStructuredChat(ctx.head.tokenizer, { messages: chat.messages, responseFormat: chat.responseFormat, tools: chat.tools });
     const promptIds = ctx.head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });
-    return await runCompletion(ctx, chat, promptIds, request.signal, { plan, format: (answer) => responsesFormat(echo, chat.logprobs, answer) });
+    return await runCompletion(ctx, chat, promptIds, request.signal, { plan, promptParam: 'input', format: (answer) => responsesFormat(echo, chat.logprobs, answer) });
   } catch (error) {
     throw asResponsesError(error);
   }

@@ -197,7 +197,7 @@ const SAMPLING_PARAM_NAMES: Readonly<Record<string, string>> = {
  * 400 `context_length_exceeded`, in OpenAI's words. `where` is the request field holding the
  * prompt: `messages` (chat) or `prompt` (completions).
  */
-export function contextLengthExceeded(error: ContextLengthError, where: 'messages' | 'prompt'): ApiError {
+export function contextLengthExceeded(error: ContextLengthError, where: PromptParam): ApiError {
   const { contextLength, promptTokens, requestedTokens } = error;
   const message =
     requestedTokens === undefined
@@ -206,10 +206,13 @@ export function contextLengthExceeded(error: ContextLengthError, where: 'message
   return new ApiError(400, message, { type: 'invalid_request_error', param: where, code: 'context_length_exceeded', cause: error });
 }
 
+/** The request field holding the prompt: chat's `messages`, completions' `prompt`, Responses' `input`. */
+export type PromptParam = 'messages' | 'prompt' | 'input';
+
 /** What the request looked like, for errors whose wording depends on it. */
 export interface ErrorContext {
-  /** The request field holding the prompt (default `prompt`). */
-  readonly promptParam?: 'messages' | 'prompt';
+  /** The request field holding the prompt (default `prompt`; a chat template's refusal names `messages` unless this is `input`). */
+  readonly promptParam?: PromptParam;
 }
 
 /**
@@ -247,9 +250,10 @@ export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
   // Why the prefix test: TokenizerError also reports broken tokenizer files (a server fault);
   // only a template that renders and then refuses the messages (raise_exception) is the client's.
   if (error instanceof TokenizerError && error.detail.startsWith('chat template failed to render')) {
-    return new ApiError(400, `The model's chat template refused the messages: ${error.detail}`, {
+    const where = context.promptParam === 'input' ? 'input' : 'messages';
+    return new ApiError(400, `The model's chat template refused the ${where}: ${error.detail}`, {
       type: 'invalid_request_error',
-      param: 'messages',
+      param: where,
       code: 'invalid_value',
       cause: error,
     });
