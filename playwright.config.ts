@@ -1,7 +1,7 @@
 /**
  * Playwright drives Debian's Chromium (never a downloaded browser: `npx playwright install`
  * cannot work offline). WebGPU comes from `--enable-unsafe-webgpu` on pages served from
- * 127.0.0.1, on SwiftShader's software Vulkan when there is no GPU (../shared/PLATFORM.md).
+ * 127.0.0.1, on SwiftShader's software Vulkan when there is no GPU (docs/platform.md).
  */
 import { defineConfig } from '@playwright/test';
 

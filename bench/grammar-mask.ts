@@ -39,7 +39,7 @@ export interface GrammarMaskReport {
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '400' } } });
 const steps = Number(values.steps);
-const tokenizerJson = JSON.parse(readFileSync(new URL('../../shared/tokenizers/qwen2.5-instruct/tokenizer.json', import.meta.url), 'utf8')) as unknown;
+const tokenizerJson = JSON.parse(readFileSync(new URL('../test/fixtures/tokenizers/qwen2.5-instruct/tokenizer.json', import.meta.url), 'utf8')) as unknown;
 
 const pet = {
   type: 'object',

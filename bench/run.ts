@@ -2,7 +2,7 @@
  * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp]`:
  * meshnet against transformers.js, llama.cpp and the machine's memory bandwidth, in one run.
  *
- * Models: ../shared/models/stories260k and a generated SmolLM2-135M-shaped fp32 checkpoint.
+ * Models: test/fixtures/models/stories260k and a generated SmolLM2-135M-shaped fp32 checkpoint.
  * Configurations (each in its own process, see bench/measure.ts): meshnet in one process,
  * once per weight format this build serves (bench/meshnet-weights.ts; the others are listed
  * as not available); pipelines of 2 and 3 local peer processes over relay and direct links
@@ -33,7 +33,7 @@ import { renderMarkdown } from './report-markdown.ts';
 
 const BENCH = import.meta.dirname;
 const CACHE = path.join(BENCH, '.cache');
-const STORIES = path.resolve(BENCH, '../../shared/models/stories260k');
+const STORIES = path.resolve(BENCH, '../test/fixtures/models/stories260k');
 
 const { values } = parseArgs({
   options: {

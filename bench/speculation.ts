@@ -27,7 +27,7 @@ import type { DecodeSample, MeshResult, MeshSpec, PrefillSample } from './specul
 
 const BENCH = import.meta.dirname;
 const CACHE = path.join(BENCH, '.cache');
-const AIDREAMS = path.resolve(BENCH, '../../shared/models/aidreams260k');
+const AIDREAMS = path.resolve(BENCH, '../test/fixtures/models/aidreams260k');
 
 const { values } = parseArgs({
   options: {

@@ -1,7 +1,7 @@
 /**
  * The dependency boundary: src/core and src/shared run in Node and in browsers alike, so
  * they import no Node built-ins, no onnxruntime runtime package, no server framework and
- * no crossws adapter. Runtimes are injected through seams instead (DESIGN.md).
+ * no crossws adapter. Runtimes are injected through seams instead (docs/architecture.md).
  *
  * Folders also depend one way (the direction table below: no cycles between folders), the
  * OpenAI edge imports no package at all, and the route's pure decisions import only types.
@@ -153,7 +153,7 @@ const CORE = ['src/core/model', 'src/core/sampling', 'src/core/frames', 'src/cor
 const BELOW_NODE = ['src/shared', ...CORE];
 
 /**
- * Which folders each folder may import (DESIGN.md: shared ← core ← node | browser; the
+ * Which folders each folder may import (docs/architecture.md: shared ← core ← node | browser; the
  * dashboard reads only shared). Inside core: model and sampling are the bottom, frames and
  * runtime build on model, peer on those, speculation (drafters) on model, sampling, frames
  * and runtime, route on everything. A new folder must be placed here.

@@ -28,7 +28,7 @@ import type { LlamaCheckResult, LlamaCheckSpec } from './measure-llama.ts';
 
 const BENCH = path.resolve(import.meta.dirname, '..');
 const CACHE = path.join(BENCH, '.cache');
-const MODELS = path.resolve(BENCH, '../../shared/models');
+const MODELS = path.resolve(BENCH, '../test/fixtures/models');
 /** Max |meshnet − llama.cpp| logit ÷ max |logit|, per position. */
 const TOLERANCE = 2e-5; // measured: ≤ 2.2e-6 on every model and position
 /** aidreams260k/README.md: llama2.c run.c `-t 0` after BOS, the first 64 ids. */

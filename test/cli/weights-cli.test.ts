@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../engine/harness.ts';
 import { runCli } from './run-cli.ts';
 
-const AIDREAMS = path.resolve(import.meta.dirname, '../../../shared/models/aidreams260k');
+const AIDREAMS = path.resolve(import.meta.dirname, '../fixtures/models/aidreams260k');
 const GREEDY = ['generate', '--model', AIDREAMS, '--prompt-ids', '1', '--max-tokens', '24', '--temperature', '0', '--device', 'cpu', '--json'];
 
 let root: { dir: string; remove: () => Promise<void> };

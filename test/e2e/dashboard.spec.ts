@@ -13,7 +13,7 @@ import { expect, test, type Page } from '@playwright/test';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
 
-const MODEL = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+const MODEL = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 const SCREENSHOT = path.resolve(import.meta.dirname, '../../test-results/dashboard-live.png');
 
 const options = (extra: Partial<ServeOptions> = {}): ServeOptions => ({

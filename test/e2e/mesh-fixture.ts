@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import type { Page } from '@playwright/test';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 
-export const STORIES_DIR = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+export const STORIES_DIR = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 const BIN = path.resolve(import.meta.dirname, '../../bin/meshnet.js');
 
 export function useTempHome(): string {

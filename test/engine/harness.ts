@@ -12,16 +12,16 @@ import { loadLocalPipeline, openLocalModel, type LoadedPipeline, type LocalModel
 import { writeTinyCheckpoint, type TinyCheckpointOptions } from '../fixtures/checkpoints.ts';
 import type { ReferenceWeights } from '../reference/forward.ts';
 
-export const STORIES_DIR = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+export const STORIES_DIR = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 export const STORIES_GOLDEN = [
   461, 461, 401, 401, 401, 461, 378, 455, 473, 456, 435, 299, 362, 409, 283, 264, 283, 452, 288, 13, 431, 431, 431, 431, 431,
   431, 431, 431, 431, 431, 431, 431,
 ];
 
-export const AIDREAMS_DIR = path.resolve(import.meta.dirname, '../../../shared/models/aidreams260k');
+export const AIDREAMS_DIR = path.resolve(import.meta.dirname, '../fixtures/models/aidreams260k');
 
 /**
- * The golden data of aidreams260k (the demo model), read from its README in ../shared: the
+ * The golden data of aidreams260k (the demo model), read from its README in test/fixtures: the
  * first 64 greedy ids after BOS of llama2.c's run.c, and the text they decode to.
  */
 export function aidreamsGolden(): { ids: number[]; text: string } {

@@ -2,9 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { createTokenizer, type TextTokenizer } from '../../src/core/model/tokenizer.ts';
 
-export const QWEN_DIR = new URL('../../../shared/tokenizers/qwen2.5-instruct/', import.meta.url).pathname;
-export const QWEN3_CONFIG = new URL('../../../shared/tokenizers/qwen3/tokenizer_config.json', import.meta.url).pathname;
-export const PHI3_DIR = new URL('../../../shared/tokenizers/phi-3-mini-4k-instruct/', import.meta.url).pathname;
+export const QWEN_DIR = new URL('../fixtures/tokenizers/qwen2.5-instruct/', import.meta.url).pathname;
+export const QWEN3_CONFIG = new URL('../fixtures/tokenizers/qwen3/tokenizer_config.json', import.meta.url).pathname;
+export const PHI3_DIR = new URL('../fixtures/tokenizers/phi-3-mini-4k-instruct/', import.meta.url).pathname;
 export const QWEN_VOCAB = 151_936;
 export const QWEN_EOS = 151_645; // <|im_end|>
 

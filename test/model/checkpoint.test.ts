@@ -10,7 +10,7 @@ import type { ByteSource } from '../../src/core/model/byte-source.ts';
 import { createFileByteSource } from '../../src/node/file-byte-source.ts';
 import { TINY_PRESETS, writeTinyCheckpoint, type TinyCheckpointOptions } from '../fixtures/checkpoints.ts';
 
-const STORIES = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+const STORIES = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 
 let root: string;
 let counter = 0;

@@ -1,6 +1,6 @@
 /**
  * The demo model is aidreams260k, shipped in the repository (models/aidreams260k): the same
- * weights, tokenizer and config as ../shared's copy, plus meshnet's chat template and default
+ * weights, tokenizer and config as the published copy in test/fixtures/models/aidreams260k, plus meshnet's chat template and default
  * answer length; found from the package, not the working directory; and `meshnet generate
  * --model demo` reproduces llama2.c's golden ids for every split of its 4 layers and across
  * two local peer processes.
@@ -54,7 +54,7 @@ describe("the demo model ('demo')", () => {
     expect(sizes.reduce((a, b) => a + b, 0)).toBeLessThan(1_000_000);
   });
 
-  it("holds ../shared's weights, tokenizer and config byte for byte; generation_config only adds max_new_tokens", async () => {
+  it("holds the published weights, tokenizer and config byte for byte; generation_config only adds max_new_tokens", async () => {
     for (const name of ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'config.json']) {
       expect(Buffer.compare(await readFile(path.join(DEMO_MODEL_DIR, name)), await readFile(path.join(AIDREAMS_DIR, name))), name).toBe(0);
     }

@@ -1,5 +1,5 @@
 /**
- * The official OpenAI OpenAPI description (`../shared/openai-openapi/openapi.json`, OpenAPI
+ * The official OpenAI OpenAPI description (`test/fixtures/openai-openapi/openapi.json`, OpenAPI
  * 3.1) as Ajv validators, one per component schema (`CreateChatCompletionResponse`,
  * `ResponseStreamEvent`, …), compiled on first use.
  *
@@ -32,7 +32,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 
-const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../shared/openai-openapi/openapi.json');
+const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/openai-openapi/openapi.json');
 const SPEC_ID = 'https://meshnet.invalid/openai-openapi';
 const REF_PREFIX = '#/components/schemas/';
 

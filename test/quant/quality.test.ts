@@ -1,5 +1,5 @@
 /**
- * Quality of the compact formats on a trained model (../shared/models/aidreams260k) and on
+ * Quality of the compact formats on a trained model (test/fixtures/models/aidreams260k) and on
  * the random fixtures, by teacher forcing (each position's logits given the true prefix):
  *
  * - perplexity of text the fp32 model samples from seeds 1–8 (temperature 1, from `<s>`,
@@ -22,7 +22,7 @@ import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
 import { fixtureModel, pipeline, tempDir } from '../engine/harness.ts';
 import { forcedLogits, negativeLogLikelihoods, perplexity, sampleSequence, topOneAgreement } from './teacher-forcing.ts';
 
-const AIDREAMS = path.resolve(import.meta.dirname, '../../../shared/models/aidreams260k');
+const AIDREAMS = path.resolve(import.meta.dirname, '../fixtures/models/aidreams260k');
 
 let root: { dir: string; remove: () => Promise<void> };
 let model: LocalModel;

@@ -11,7 +11,7 @@ import {
   type ReferenceWeights,
 } from './forward.ts';
 
-const modelDir = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+const modelDir = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 
 /** From the model's README: greedy decoding from [1] with llama2.c's run.c. */
 const GOLDEN = [

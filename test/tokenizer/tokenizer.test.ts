@@ -9,7 +9,7 @@ import {
 } from '../../src/core/model/tokenizer.ts';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 
-const STORIES = path.resolve(import.meta.dirname, '../../../shared/models/stories260k');
+const STORIES = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 
 const CHATML =
   "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +

@@ -78,7 +78,7 @@ export interface HopVerifierOptions {
  * replay's largest magnitude (at least 1): the replay runs the same weights as a prefill
  * instead of step by step, and maybe on another runtime. Measured: CPU decode against CPU
  * prefill agree to ~1e-6 on stories260k; wasm and WebGPU (SwiftShader) to ~1e-6 of CPU
- * (PLATFORM.md); fp16 to ~1e-3. An answer that echoes its input is off by about 1 — these
+ * (docs/platform.md); fp16 to ~1e-3. An answer that echoes its input is off by about 1 — these
  * leave two orders of magnitude on either side.
  */
 export const TOLERANCE: Readonly<Record<string, number>> = { cpu: 1e-3, wasm: 1e-3, webgpu: 5e-3, cuda: 1e-2 };

@@ -1,5 +1,5 @@
 /**
- * A ShardService whose ShardPeer runs in a worker thread (PLATFORM.md: onnxruntime-node's
+ * A ShardService whose ShardPeer runs in a worker thread (docs/platform.md: onnxruntime-node's
  * `session.run()` blocks the event loop). Frames are copied once into a fresh buffer and
  * transferred, not cloned; answers come back the same way.
  */

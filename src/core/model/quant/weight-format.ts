@@ -28,7 +28,7 @@ export const ACCURACY_LEVELS: readonly AccuracyLevel[] = [0, 4];
 export const DEFAULT_QUANT_BLOCK = 32;
 /**
  * Default accuracy level: 4 (int8 activations inside MatMulNBits). On this CPU, 4-bit level 4
- * is ~1.7× faster than level 0 and 8-bit level 0 is 5× slower than fp32 (PLATFORM.md), and
+ * is ~1.7× faster than level 0 and 8-bit level 0 is 5× slower than fp32 (docs/platform.md), and
  * level 4 keeps ≥ 99% top-1 agreement with the exact path (test/quant/accuracy-level.test.ts).
  */
 export const DEFAULT_ACCURACY_LEVEL: AccuracyLevel = 4;
