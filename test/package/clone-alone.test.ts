@@ -1,12 +1,10 @@
 /**
  * The repository stands alone, proven on a copy of it with nothing beside it: every file git
  * holds for this checkout (tracked, and new files not ignored: what a clone of this work
- * would contain) is copied into an empty temporary folder — no `shared` folder next to it,
- * no dist/ — and a representative part of the suite runs there: the tests that read each
- * fixture of test/fixtures (stories260k's golden ids, aidreams260k and the demo copy in
- * models/, the tokenizers, the OpenAI OpenAPI description), the `meshnet` command from the
- * sources, and the standalone check itself. Only node_modules comes from this checkout (a
- * link: installing again would take minutes and test npm, not the repository).
+ * would contain; in CI, a clean clone) is copied into an empty temporary folder — no
+ * `shared` folder next to it, no dist/ — and a representative part of the suite runs there
+ * (below), the standalone check included. Only node_modules comes from this checkout, as a
+ * link: installing again would take minutes and test npm, not the repository.
  */
 import { execFileSync } from 'node:child_process';
 import { copyFile, lstat, mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
@@ -16,13 +14,22 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanEnv, REPO, run } from './package-harness.ts';
 
-/** Test files that read every fixture folder between them; the CLI runs from the copy's sources. */
+/**
+ * Test files that read every fixture folder between them, kept fast: stories260k (checkpoint
+ * reader, the reference forward pass's golden ids, its tokenizer), the Qwen2.5 tokenizer of
+ * test/fixtures/tokenizers (the grammar engine over its 151,936 pieces), the OpenAPI
+ * description (its schemas; every body api/ receives is checked against it), and the demo
+ * model of models/ with aidreams260k's golden text, served with two local peer processes
+ * that `bin/meshnet.js` starts from the copy's TypeScript sources.
+ */
 const REPRESENTATIVE = [
   'test/standalone.test.ts',
-  'test/engine/stories-golden.test.ts',
-  'test/models/demo-model.test.ts',
+  'test/model/checkpoint.test.ts',
+  'test/reference/forward.test.ts',
   'test/tokenizer/tokenizer.test.ts',
+  'test/grammar/xgrammar-engine.test.ts',
   'test/openapi/spec-schemas.test.ts',
+  'test/api/demo-model.test.ts',
 ];
 
 let parent: string;
@@ -54,7 +61,7 @@ describe('a copy of the repository with nothing beside it', () => {
     const vitest = path.join(clone, 'node_modules', 'vitest', 'vitest.mjs');
     const result = await run(process.execPath, [vitest, 'run', '--maxWorkers', '1', ...REPRESENTATIVE], {
       cwd: clone,
-      env: cleanEnv({ MESHNET_HOME: path.join(parent, 'home'), CI: 'true' }),
+      env: cleanEnv({ MESHNET_HOME: path.join(parent, 'home'), CI: 'true', NO_COLOR: '1', FORCE_COLOR: '0' }),
       timeoutMs: 240_000,
     });
     const summary = `${result.stdout}\n${result.stderr}`;
