@@ -6,9 +6,9 @@
  * child process they started.
  */
 import os from 'node:os';
-import { DEFAULT_PREFIX_CACHE_MB } from './cli/args.ts';
-import { runPeer } from './peer/run-peer.ts';
-import { serveHead, type ServeOptions } from './serve/serve-head.ts';
+import { DEFAULT_PREFIX_CACHE_MB } from '../defaults.ts';
+import { runPeer } from '../peer/run-peer.ts';
+import { serveHead, type ServeOptions } from '../serve/serve-head.ts';
 
 /** The options of `meshnet serve`, each optional (see ServeOptions for every field). */
 export type StartHeadOptions = Partial<Omit<ServeOptions, 'mount'>>;
