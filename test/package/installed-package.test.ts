@@ -193,9 +193,9 @@ describe('the packed package', () => {
   it('types a consumer of its Node and browser entries, and refuses a wrong call', async () => {
     const dir = path.join(installed.dir, 'typed');
     await mkdir(dir, { recursive: true });
-    // The calls type-check, and the wrong one is an error (were the types \`any\`, the unused
-    // @ts-expect-error would be the error). The browser entry by its own name: the \`browser\`
-    // condition of 'meshnet' is checked by the bundle below.
+    // The calls type-check, and the wrong one is an error (were the types `any`, the unused
+    // expect-error directive would fail the compile). The browser entry by its own name: the
+    // `browser` condition of 'meshnet' is checked by the bundle below.
     await writeFile(
       path.join(dir, 'consumer.mts'),
       `import { startHead, startPeer, type MeshnetHead, type MeshnetPeer } from 'meshnet';
