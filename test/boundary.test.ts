@@ -143,6 +143,8 @@ function nodeGlobals(file: string, source: string): string[] {
  * their root files as `src/core` / `src/node`, and src/shared, src/browser, apps/dashboard whole.
  */
 function folderOf(file: string): string {
+  // The package's Node entry re-exports the engine and the library API: it sits on top.
+  if (file === 'src/node/index.ts') return 'src/node/index.ts';
   const parts = file.split('/');
   if (parts[0] === 'apps') return 'apps/dashboard';
   if (parts[1] === 'shared' || parts[1] === 'browser') return `src/${parts[1]}`;
@@ -180,6 +182,9 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/node/http': [...BELOW_NODE, 'src/node', 'src/node/head', 'src/node/metrics', 'src/node/openai'],
   'src/node/serve': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http'],
   'src/node/cli': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http', 'src/node/serve'],
+  // startHead / startPeer for programs that embed meshnet: `meshnet serve` and `meshnet peer` as functions.
+  'src/node/library': [...BELOW_NODE, 'src/node', 'src/node/peer', 'src/node/serve'],
+  'src/node/index.ts': [...BELOW_NODE, 'src/node', 'src/node/library'],
   'apps/dashboard': ['src/shared'],
 };
 

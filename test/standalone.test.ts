@@ -3,7 +3,9 @@
  * the repository for data (the models, tokenizers and OpenAPI description the tests use live
  * in test/fixtures). A relative path literal that lands in `<repo>/../shared`, read from the
  * file it is written in or from the repository's root, fails here, as does a path built with
- * `'..', 'shared'`; the project's own `src/shared` is of course fine.
+ * `'..', 'shared'`; the project's own `src/shared` is of course fine. And every data folder
+ * names its source (a README) and carries its licence. test/package/clone-alone.test.ts runs
+ * part of the suite on a copy of the repository with nothing beside it.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -20,6 +22,15 @@ function* files(dir: string): Generator<string> {
     if (statSync(full).isDirectory()) yield* files(full);
     else if (TEXT.test(name) && statSync(full).size < 2_000_000) yield full;
   }
+}
+
+/** Folders holding data files (anything but TypeScript and READMEs), under `dir`. */
+function dataFolders(dir: string): string[] {
+  const found: string[] = [];
+  const names = readdirSync(dir);
+  if (names.some((name) => statSync(path.join(dir, name)).isFile() && !/\.ts$|^README\.md$|^LICENSE$|^NOTICE$/.test(name))) found.push(dir);
+  for (const name of names) if (statSync(path.join(dir, name)).isDirectory()) found.push(...dataFolders(path.join(dir, name)));
+  return found;
 }
 
 /** Paths written in a file (`../../shared/models`, `'..', 'shared'`) that land in the `shared` folder beside the repository. */
@@ -45,6 +56,19 @@ describe('the repository stands alone', () => {
     expect(escapingPaths(path.join(REPO, 'bench/x.ts'), "path.resolve(BENCH, '..', 'shared', 'models')")).toHaveLength(1);
     expect(escapingPaths(path.join(REPO, 'test/x/y.ts'), "import { a } from '../../src/shared/protocol.ts'")).toEqual([]);
     expect(escapingPaths(path.join(REPO, 'test/x/y.ts'), "readFile('../../../etc/hostname')")).toEqual([]);
+  });
+
+  it('every data folder of test/fixtures and models/ says where its files come from and under which licence', () => {
+    const missing: string[] = [];
+    for (const root of ['test/fixtures', 'models']) {
+      for (const dir of dataFolders(path.join(REPO, root))) {
+        const names = readdirSync(dir);
+        const readme = names.includes('README.md') || readdirSync(path.dirname(dir)).includes('README.md');
+        if (!readme) missing.push(`${path.relative(REPO, dir)}: no README.md (its source) in it or its parent`);
+        if (!names.includes('LICENSE') && !names.includes('NOTICE')) missing.push(`${path.relative(REPO, dir)}: no LICENSE or NOTICE`);
+      }
+    }
+    expect(missing).toEqual([]);
   });
 
   it('no file of the project reads data from outside the repository', () => {

@@ -29,5 +29,4 @@ export function parseChoice<T extends string>(flag: string, value: string | unde
   return value as T;
 }
 
-/** `--prefix-cache` when not given: MB of prefix entries a peer (and the head's own layers) may keep. */
-export const DEFAULT_PREFIX_CACHE_MB = 256;
+export { DEFAULT_PREFIX_CACHE_MB } from '../defaults.ts';

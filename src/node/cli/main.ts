@@ -1,20 +1,26 @@
 /** The `meshnet` command: subcommands, help, and one place that turns errors into exit codes. */
-import { GENERATE_USAGE, generateCommand } from './generate-command.ts';
 import { UsageError } from './args.ts';
 import { WeightSpecError } from '../../core/model/quant/weight-format.ts';
-import { PEER_USAGE, peerCommand } from './peer-command.ts';
-import { SERVE_USAGE, serveCommand } from './serve-command.ts';
 
 interface Command {
   readonly summary: string;
-  readonly usage: string;
-  run(argv: string[]): Promise<void>;
+  /** The command's module, loaded only when it runs: `meshnet --help` loads no engine. */
+  load(): Promise<{ readonly usage: string; run(argv: string[]): Promise<void> }>;
 }
 
 const COMMANDS: Record<string, Command> = {
-  generate: { summary: 'run a model (in one process, or across local peers) and print the generated text', usage: GENERATE_USAGE, run: generateCommand },
-  serve: { summary: 'run the head: OpenAI API, peers and dashboard (default model: demo)', usage: SERVE_USAGE, run: serveCommand },
-  peer: { summary: 'run a Node shard peer that joins a head', usage: PEER_USAGE, run: peerCommand },
+  generate: {
+    summary: 'run a model (in one process, or across local peers) and print the generated text',
+    load: () => import('./generate-command.ts').then((m) => ({ usage: m.GENERATE_USAGE, run: m.generateCommand })),
+  },
+  serve: {
+    summary: 'run the head: OpenAI API, peers and dashboard (default model: demo)',
+    load: () => import('./serve-command.ts').then((m) => ({ usage: m.SERVE_USAGE, run: m.serveCommand })),
+  },
+  peer: {
+    summary: 'run a Node shard peer that joins a head',
+    load: () => import('./peer-command.ts').then((m) => ({ usage: m.PEER_USAGE, run: m.peerCommand })),
+  },
 };
 
 function help(): string {
@@ -28,11 +34,12 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(help() + '\n');
     return name === undefined ? 2 : 0;
   }
-  const command = COMMANDS[name];
-  if (!command) {
+  const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!entry) {
     process.stderr.write(`meshnet: unknown command '${name}'\n\n${help()}\n`);
     return 2;
   }
+  const command = await entry.load();
   if (rest.includes('--help') || rest.includes('-h')) {
     process.stdout.write(command.usage + '\n');
     return 0;

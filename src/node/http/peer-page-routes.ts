@@ -4,7 +4,7 @@
  * wasm can use threads.
  */
 import type { H3 } from 'h3';
-import { bundle, ISOLATION_HEADERS, javascript, ortFile } from './browser-bundles.ts';
+import { browserScript, ISOLATION_HEADERS, javascript, ortFile } from './browser-bundles.ts';
 
 const PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>meshnet — join the mesh</title>
@@ -34,6 +34,6 @@ const PAGE = `<!doctype html>
 
 export function mountPeerPage(app: H3): void {
   app.get('/peer', () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', ...ISOLATION_HEADERS } }));
-  app.get('/peer/app.js', async () => javascript(await bundle('src/browser/peer-page.ts'), ISOLATION_HEADERS));
+  app.get('/peer/app.js', async () => javascript(await browserScript('peer/app.js'), ISOLATION_HEADERS));
   app.get('/ort/:file', (event) => ortFile(String(event.context.params?.file ?? '')));
 }

@@ -6,7 +6,12 @@
 import { Worker } from 'node:worker_threads';
 import type { FrameReply, ShardService } from '../../core/runtime/shard-service.ts';
 import type { ControlMessage } from '../../shared/control.ts';
+import { FROM_SOURCES } from '../package-files.ts';
 import type { ShardWorkerData } from './shard-worker-main.ts';
+
+// The built package starts the worker's JavaScript itself; from the TypeScript sources a small
+// .mjs registers tsx in the worker first (a worker does not inherit the main thread's loader).
+const WORKER_ENTRY = new URL(FROM_SOURCES ? './shard-worker.mjs' : './shard-worker-main.js', import.meta.url);
 
 interface WorkerReply {
   readonly id?: number;
@@ -24,7 +29,7 @@ export class WorkerShardService implements ShardService {
   private exited: Error | undefined;
 
   constructor(data: ShardWorkerData, log: (line: string) => void = () => {}) {
-    this.worker = new Worker(new URL('./shard-worker.mjs', import.meta.url), { workerData: data });
+    this.worker = new Worker(WORKER_ENTRY, { workerData: data });
     this.worker.on('message', (message: WorkerReply) => {
       if (message.log !== undefined) return log(message.log);
       if (message.kvEntries !== undefined) this.entries = message.kvEntries;
