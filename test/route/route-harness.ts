@@ -4,9 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
-import { Mesh, type MeshOptions } from '../../src/core/route/mesh.ts';
+import { Mesh, type MeshOptions } from '../../src/core/mesh/mesh.ts';
 import { RouteSession, type RouteSessionDeps } from '../../src/core/route/route-session.ts';
-import type { HopLease, RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
+import type { SessionEvent } from '../../src/core/route/route-types.ts';
+import type { HopLease, RouteProvider } from '../../src/core/mesh/route-provider.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';

@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { decodeBatchFrame, isBatchFrame } from '../../src/core/frames/batch-frame-codec.ts';
-import { BatchingHeadRunner } from '../../src/core/route/batching-head.ts';
+import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
-import type { RouteProvider } from '../../src/core/route/route-types.ts';
+import type { RouteProvider } from '../../src/core/mesh/route-provider.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';

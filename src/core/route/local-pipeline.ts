@@ -12,7 +12,7 @@ import type { SamplingParams, TokenLogprob } from '../sampling/index.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import type { Drafters } from '../speculation/drafters.ts';
 import { RouteSession, type RouteSessionRequest } from './route-session.ts';
-import type { RouteProvider } from './route-types.ts';
+import type { RouteProvider } from '../mesh/route-provider.ts';
 
 export interface PipelineStage<T = unknown> {
   readonly executor: ShardExecutor<T>;

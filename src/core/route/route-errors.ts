@@ -1,13 +1,7 @@
-/** Errors a Route Session (or the session table) ends with. Mapped to HTTP statuses once, at the edge. */
-
-/** No peer (and not the head) can serve a layer range the route needs. */
-export class RouteUnavailableError extends Error {
-  override readonly name = 'RouteUnavailableError';
-  readonly code = 'route_unavailable';
-  constructor(reason: string) {
-    super(`route unavailable: ${reason}`);
-  }
-}
+/**
+ * Errors a Route Session (or the session table) ends with. Mapped to HTTP statuses once, at the
+ * edge. A route that cannot be served at all is the mesh's RouteUnavailableError (mesh/plan-error.ts).
+ */
 
 /** A hop answered with something the session cannot use (a bug or corruption on that peer). */
 export class HopFailedError extends Error {

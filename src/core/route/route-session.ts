@@ -39,11 +39,13 @@ import { lastPositions } from './activations-slice.ts';
 import { backoffDelays } from './backoff.ts';
 import { classifyHopFailure, quarantines, type HopFailure } from './hop-failure.ts';
 import { HopHistory } from './hop-history.ts';
-import { HopLatency } from './hop-latency.ts';
+import { HopLatency } from '../mesh/hop-latency.ts';
 import { cutChunks, prefillChunkSize, runPipelined } from './pipelined-prefill.ts';
-import { HopDeadlineError, HopFailedError, RouteUnavailableError } from './route-errors.ts';
+import { RouteUnavailableError } from '../mesh/plan-error.ts';
+import { HopDeadlineError, HopFailedError } from './route-errors.ts';
 import type { PrefixMatch, PrefixRegistry } from './prefix-registry.ts';
-import type { HopLease, RepairCause, RouteProvider, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
+import type { RepairCause, SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
+import type { HopLease, RouteProvider } from '../mesh/route-provider.ts';
 import { TokenOutput } from './token-output.ts';
 import type { HopVerifier } from './verify-hop.ts';
 

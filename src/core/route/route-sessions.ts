@@ -19,7 +19,8 @@ import { Drafters, SpeculationUnavailableError } from '../speculation/drafters.t
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type SessionPolicy } from './route-session.ts';
 import type { HopVerifier } from './verify-hop.ts';
-import type { RouteProvider, SessionTelemetry } from './route-types.ts';
+import type { SessionTelemetry } from './route-types.ts';
+import type { RouteProvider } from '../mesh/route-provider.ts';
 
 export interface SessionRequest {
   readonly sessionId: string; // a lowercase UUID

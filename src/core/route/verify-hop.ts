@@ -30,22 +30,7 @@ import { createRng, type Rng } from '../sampling/rng.ts';
 import { lastPositions } from './activations-slice.ts';
 import type { HopHistory } from './hop-history.ts';
 import { HopMismatchError } from './route-errors.ts';
-import type { HopLease } from './route-types.ts';
-
-/** Where witnesses come from (the Mesh). */
-export interface VerifierSource {
-  /**
-   * A lease on a peer other than `suspect` that holds `range` — the head first, which loads it
-   * when it must — or undefined when there is none. The caller closes the lease.
-   */
-  verifierFor(range: LayerRange, suspect: string, signal?: AbortSignal): Promise<HopLease | undefined>;
-  /** The device a peer runs its layers on ('cpu', 'wasm', 'webgpu', 'cuda', …), for the tolerance. */
-  deviceOf(peerId: string): string | undefined;
-  /** The weight format a peer serves its layers in, for the tolerance. */
-  weightsOf(peerId: string): WireWeights | undefined;
-  /** Peers whose answers are not checked (the head's own hops). */
-  trusts(peerId: string): boolean;
-}
+import type { HopLease, VerifierSource } from '../mesh/route-provider.ts';
 
 /** One answered step of one hop, as the session has it. */
 export interface HopCheck {

@@ -4,7 +4,7 @@
  * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh.
  * HTTP APIs (OpenAI, dashboard) mount onto `app` before the server starts.
  */
-import { BatchingHeadRunner } from '../../core/route/batching-head.ts';
+import { BatchingHeadRunner } from '../../core/runtime/batching-head.ts';
 import { PrefixRegistry } from '../../core/route/prefix-registry.ts';
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -15,8 +15,8 @@ import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { WorkerShardService } from '../peer/worker-shard.ts';
-import { Mesh } from '../../core/route/mesh.ts';
-import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
+import { Mesh } from '../../core/mesh/mesh.ts';
+import { HEAD_PEER_ID } from '../../core/mesh/plan-route.ts';
 import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
 import { HopVerifier, type VerifyResult } from '../../core/route/verify-hop.ts';
 import type { Rng } from '../../core/sampling/rng.ts';

@@ -8,8 +8,8 @@
  */
 import { ContextLengthError } from '../../core/model/generation-limits.ts';
 import { TokenizerError } from '../../core/model/tokenizer-error.ts';
-import { PlanError } from '../../core/route/plan-error.ts';
-import { PeerWaitError, RouteUnavailableError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
+import { PlanError, RouteUnavailableError } from '../../core/mesh/plan-error.ts';
+import { PeerWaitError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
 import { ConstraintDeadEndError } from '../../core/sampling/constraint.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
 import { SpeculationUnavailableError } from '../../core/speculation/drafters.ts';

@@ -26,7 +26,7 @@ import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
-import { parseHeadLayers } from '../../core/route/head-layers.ts';
+import { parseHeadLayers } from '../../core/mesh/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
 import { createGrammarEngine } from '../../core/model/structured-output.ts';
 import type { GrammarEngine } from '../../core/sampling/grammar/output-grammar.ts';
