@@ -60,7 +60,7 @@ afterAll(async () => {
 
 function session(provider: RouteProvider, spec: Spec, signal?: AbortSignal, head: HeadRunner = ctx.head): RouteSession {
   return new RouteSession(
-    { head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 } },
+    { head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } },
     { sessionId: randomUUID(), promptIds: spec.prompt, params: spec.params },
     signal,
   );

@@ -41,7 +41,7 @@ const MAX = 12;
 
 function open(provider: RouteProvider, prompt: number[], prefixes?: PrefixRegistry) {
   return new RouteSession(
-    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 }, prefixes },
+    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } }, prefixes },
     { sessionId: randomUUID(), promptIds: prompt, params: greedy(MAX) },
   );
 }

@@ -42,7 +42,7 @@ export function openLocalSession(
   drafters?: Drafters,
 ): RouteSession {
   // In-process shards run one after another on this thread: a pipelined prefill would gain nothing.
-  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters, prefillChunk: 0 }, request, signal);
+  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters, policy: { prefillChunk: 0 } }, request, signal);
 }
 
 /** The generated tokens (a stop token is not included), for callers that need no text. */

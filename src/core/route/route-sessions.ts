@@ -8,19 +8,14 @@
  * are released (that goes on in the background). The HTTP edge only translates requests and
  * responses; every refusal here is a typed error it maps once.
  */
-import type { PrefixRegistry } from './prefix-registry.ts';
 import { completionBudget, type GenerationLimits } from '../model/generation-limits.ts';
-import type { TextTokenizer } from '../model/tokenizer.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
-import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import { validateSamplingParams, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import { Drafters, SpeculationUnavailableError } from '../speculation/drafters.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
-import { RouteSession, type SessionPolicy } from './route-session.ts';
-import type { HopVerifier } from './verify-hop.ts';
+import { RouteSession, type RouteSessionDeps } from './route-session.ts';
 import type { SessionTelemetry } from './route-types.ts';
-import type { RouteProvider } from '../mesh/route-provider.ts';
 
 export interface SessionRequest {
   readonly sessionId: string; // a lowercase UUID
@@ -60,25 +55,16 @@ export interface SessionObserver {
   refused?(error: SessionLimitError): void;
 }
 
-export interface RouteSessionsOptions extends SessionPolicy {
-  readonly head: HeadRunner;
-  readonly route: RouteProvider;
-  readonly vocabSize: number;
-  readonly tokenizer?: TextTokenizer;
+export interface RouteSessionsOptions {
+  /** What every session shares: handed to each session as it is (its drafters also say which `speculate` modes exist). */
+  readonly session: RouteSessionDeps;
   readonly limits: GenerationLimits;
   /** Sessions live at once; one more gets SessionLimitError (429). */
   readonly maxSessions: number;
   readonly minPeers?: PeerQuorum;
-  readonly clock?: Clock;
   readonly observer?: SessionObserver;
-  /** Where drafters come from (default: prompt lookup only, no draft model). */
-  readonly drafters?: Drafters;
   /** How sessions draft when the request does not say (`--speculate`, default 'ngram'). */
   readonly speculate?: SpeculateMode;
-  /** Prefix reuse across requests (see RouteSessionDeps.prefixes). */
-  readonly prefixes?: PrefixRegistry;
-  /** `--verify`: checks a sampled share of hop answers (verify-hop.ts). */
-  readonly verifier?: HopVerifier;
 }
 
 export class RouteSessions {
@@ -89,7 +75,7 @@ export class RouteSessions {
 
   constructor(private readonly options: RouteSessionsOptions) {
     if (!Number.isSafeInteger(options.maxSessions) || options.maxSessions < 1) throw new RangeError(`maxSessions must be a positive integer, got ${options.maxSessions}`);
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.session.clock ?? systemClock;
   }
 
   /** Sessions holding a slot now. */
@@ -127,8 +113,7 @@ export class RouteSessions {
     const maxTokens = completionBudget(limits, request.promptIds.length, request.maxTokens, limits.defaultMaxTokens);
     const params = validateSamplingParams({ ...request.sampling, maxTokens, stopTokenIds: limits.stopTokenIds });
     const speculate = request.speculate ?? this.options.speculate ?? 'ngram';
-    const drafters = this.options.drafters ?? new Drafters();
-    if (!drafters.has(speculate)) throw new SpeculationUnavailableError(speculate);
+    if (!(this.options.session.drafters ?? new Drafters()).has(speculate)) throw new SpeculationUnavailableError(speculate);
     await this.waitForPeers(signal);
     signal?.throwIfAborted();
     if (this.shuttingDown) throw new ShuttingDownError();
@@ -141,24 +126,11 @@ export class RouteSessions {
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, prefixes, verifier } = this.options;
     const session = new RouteSession(
+      this.options.session,
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint: request.constraint },
+      signal,
       {
-        head,
-        route,
-        vocabSize,
-        tokenizer,
-        clock,
-        maxReplacements,
-        maxRebuilds,
-        backoff,
-        releaseTimeoutMs,
-        hopTimeoutMs,
-        prefillChunk,
-        draftLength,
-        drafters,
-        prefixes,
-        verifier,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },
@@ -169,8 +141,6 @@ export class RouteSessions {
           observer?.finished?.(label, t);
         },
       },
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint: request.constraint },
-      signal,
     );
     this.tracked.add(session);
     void session.closed.then(() => this.tracked.delete(session));

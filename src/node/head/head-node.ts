@@ -189,19 +189,20 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const s = options.sessions ?? {};
   const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
   const sessions = new RouteSessions({
-    head: headRunner,
-    route: mesh,
-    vocabSize: model.checkpoint.config.vocabSize,
-    tokenizer: options.tokenizer,
+    session: {
+      head: headRunner,
+      route: mesh,
+      vocabSize: model.checkpoint.config.vocabSize,
+      tokenizer: options.tokenizer,
+      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, prefillChunk: spec.prefillChunk },
+      drafters,
+      prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
+      verifier,
+    },
     limits,
     maxSessions: s.maxSessions ?? 8,
-    hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
     observer: s.observer,
-    drafters,
     speculate: speculateMode,
-    prefillChunk: spec.prefillChunk,
-    prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
-    verifier,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
