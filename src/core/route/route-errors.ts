@@ -74,3 +74,28 @@ export class ShuttingDownError extends Error {
     super('the server is shutting down');
   }
 }
+
+/** The prompt holds no token (an empty string, or a template that rendered nothing). */
+export class EmptyPromptError extends Error {
+  override readonly name = 'EmptyPromptError';
+  constructor() {
+    super('the prompt is empty after tokenization');
+  }
+}
+
+/**
+ * The answer's format (`field` 'format': a JSON schema or JSON mode) or its tool calls
+ * (`field` 'tools') cannot be served: `invalid_schema` (the grammar engine refused it, `detail`
+ * says why), `no_end_token` (the model defines no end-of-sequence token, so a constrained
+ * answer could never end) or `unwritable` (this model's vocabulary cannot write its first token).
+ */
+export class AnswerFormatError extends Error {
+  override readonly name = 'AnswerFormatError';
+  constructor(
+    readonly problem: 'invalid_schema' | 'no_end_token' | 'unwritable',
+    readonly field: 'format' | 'tools',
+    readonly detail: string,
+  ) {
+    super(`the answer's ${field === 'tools' ? 'tool calls' : 'format'} cannot be served (${problem}): ${detail}`);
+  }
+}

@@ -124,7 +124,6 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const { promptIds } = this.request;
     const { head, vocabSize } = this.deps;
     try {
-      if (promptIds.length === 0) throw new RangeError('the prompt has no tokens');
       const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint);
       await this.openRoute(signal);
       let position = (await this.prefixes?.start(this.hops, promptIds, signal)) ?? 0;

@@ -13,7 +13,7 @@ import { systemClock, type Clock } from '../runtime/clock.ts';
 import { validateSamplingParams, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import { Drafters, SpeculationUnavailableError } from '../speculation/drafters.ts';
-import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
+import { EmptyPromptError, PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
 import { RouteSession, type RouteSessionDeps } from './route-session.ts';
 import type { SessionTelemetry } from './route-types.ts';
 
@@ -34,6 +34,12 @@ export interface SessionRequest {
    * refused open disposes it, and an opened session disposes it when it settles.
    */
   readonly constraint?: TokenConstraint;
+  /**
+   * Makes the constraint once the request is admitted (a slot held), so a request refused for
+   * want of a slot never compiles its grammar; what it throws refuses the request (the slot is
+   * freed). Instead of `constraint`.
+   */
+  readonly compileConstraint?: () => Promise<TokenConstraint | undefined>;
 }
 
 /** `--min-peers`: requests wait up to `waitMs` for `count` peers to have joined. */
@@ -94,7 +100,8 @@ export class RouteSessions {
    * SamplingParamError (400) for a bad sampling value, PeerWaitError (503) when `--min-peers`
    * did not join in time, SessionLimitError (429) when every slot is taken, ShuttingDownError
    * (503) once `abortAll` began, SpeculationUnavailableError (400) for `speculate: 'draft'`
-   * without a draft model, and the signal's reason when it aborts while waiting.
+   * without a draft model, EmptyPromptError (400) for a prompt of no tokens, what
+   * `compileConstraint` throws, and the signal's reason when it aborts while waiting.
    */
   async open(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
     try {
@@ -108,7 +115,7 @@ export class RouteSessions {
   private async admit(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
     if (this.shuttingDown) throw new ShuttingDownError();
     signal?.throwIfAborted();
-    if (request.promptIds.length === 0) throw new RangeError('the prompt has no tokens');
+    if (request.promptIds.length === 0) throw new EmptyPromptError();
     const { limits } = this.options;
     const maxTokens = completionBudget(limits, request.promptIds.length, request.maxTokens, limits.defaultMaxTokens);
     const params = validateSamplingParams({ ...request.sampling, maxTokens, stopTokenIds: limits.stopTokenIds });
@@ -123,12 +130,24 @@ export class RouteSessions {
       throw error;
     }
     this.slots++;
+    let constraint = request.constraint;
+    if (request.compileConstraint) {
+      try {
+        constraint = await request.compileConstraint();
+        signal?.throwIfAborted();
+        if (this.shuttingDown) throw new ShuttingDownError();
+      } catch (error) {
+        constraint?.dispose();
+        this.slots--;
+        throw error;
+      }
+    }
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
     const session = new RouteSession(
       this.options.session,
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint: request.constraint },
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint },
       signal,
       {
         onUpdate: (t) => {
