@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Activations } from '../src/core/model/activations.ts';
 import { RouteSession } from '../src/core/route/route-session.ts';
-import { inProcessRoute } from '../src/core/route/static-route.ts';
+import { inProcessRoute } from '../src/core/mesh/static-route.ts';
 import type { KvState, KvTensorOps, LayerKv } from '../src/core/runtime/kv-state.ts';
 import type { HeadRunner } from '../src/core/runtime/ort-head-runner.ts';
 import type { ShardExecutor, ShardStep } from '../src/core/runtime/shard-executor.ts';

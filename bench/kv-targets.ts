@@ -26,7 +26,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { PrefixRegistry } from '../src/core/route/prefix-registry.ts';
 import { RouteSession } from '../src/core/route/route-session.ts';
-import type { RouteProvider } from '../src/core/route/route-types.ts';
+import type { RouteProvider } from '../src/core/mesh/route-provider.ts';
 import type { HeadRunner } from '../src/core/runtime/ort-head-runner.ts';
 import { validateSamplingParams } from '../src/core/sampling/index.ts';
 import { startHead, type RunningHead } from '../src/node/head/head-node.ts';

@@ -197,7 +197,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
       timed(promptIds, async (onToken) => {
         // Straight on the mesh (not the session table): EOS is ignored, as in every other configuration.
         // One token per step and a sequential prefill, as every other engine here (bench/speculation.ts measures both).
-        const session = new RouteSession({ head: head.headRunner, route: head.mesh, vocabSize, hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS, prefillChunk: 0 }, { sessionId: randomUUID(), promptIds, params: params(tokens), speculate: 'off' });
+        const session = new RouteSession({ head: head.headRunner, route: head.mesh, vocabSize, policy: { hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS, prefillChunk: 0 } }, { sessionId: randomUUID(), promptIds, params: params(tokens), speculate: 'off' });
         for await (const event of session) if (event.type === 'token') onToken(event.tokenId);
         lastHops = session.telemetry.hops;
       });

@@ -113,7 +113,7 @@ async function measure(spec: MeshSpec): Promise<MeshResult> {
     const params = validateSamplingParams({ temperature, seed: 7, maxTokens: tokens });
     // Straight on the mesh (not the session table): EOS is ignored, as in bench/measure.ts.
     const session = new RouteSession(
-      { head: head.headRunner, route: head.mesh, vocabSize, hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS, drafters: head.drafters, prefillChunk },
+      { head: head.headRunner, route: head.mesh, vocabSize, policy: { hopTimeoutMs: DEFAULT_HOP_TIMEOUT_MS, prefillChunk }, drafters: head.drafters },
       { sessionId: randomUUID(), promptIds, params, speculate },
     );
     const started = performance.now();

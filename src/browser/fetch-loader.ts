@@ -4,7 +4,7 @@
  * onnxruntime-web (WebGPU, else wasm) with the KV kept on the GPU.
  */
 import { parseShardManifest } from '../core/model/manifest-parse.ts';
-import { checkAssignedWeights, type ShardLoader } from '../core/peer/shard-peer.ts';
+import { checkAssignedWeights, type ShardLoader } from '../core/peer/shard-loader.ts';
 import { createShardExecutor } from '../core/runtime/ort-loader.ts';
 import type { ShardExecutor } from '../core/runtime/shard-executor.ts';
 import type { AssignMessage } from '../shared/control.ts';

@@ -10,5 +10,5 @@ export { KvStore } from './runtime/kv-store.ts';
 export { CacheMissError, type Activations, type ShardExecutor, type ShardStep } from './runtime/shard-executor.ts';
 export { loadHeadRunner, loadShardExecutor } from './runtime/ort-loader.ts';
 export { generateLocal, type LocalPipeline } from './route/local-pipeline.ts';
-export { rangesFromSplit } from './route/split.ts';
+export { rangesFromSplit } from './mesh/split.ts';
 export * from './sampling/index.ts';

@@ -13,7 +13,7 @@ import { KvStore } from '../core/runtime/kv-store.ts';
 import { loadHeadRunner, loadShardExecutor, type OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
 import type { KvMode } from '../core/runtime/ort-shard-executor.ts';
 import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
-import { inProcessRoute } from '../core/route/static-route.ts';
+import { inProcessRoute } from '../core/mesh/static-route.ts';
 import { getShardArtifact } from './artifact-cache.ts';
 import { createFileByteSource } from './file-byte-source.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';

@@ -3,7 +3,7 @@
  * in-process tests): artifacts from the local cache, weights read by offset.
  */
 import type { AssignMessage } from '../shared/control.ts';
-import { assignedWeights, type ShardLoader } from '../core/peer/shard-peer.ts';
+import { assignedWeights, type ShardLoader } from '../core/peer/shard-loader.ts';
 import { loadShardExecutor } from '../core/runtime/ort-loader.ts';
 import type { ShardExecutor } from '../core/runtime/shard-executor.ts';
 import { getShardArtifact } from './artifact-cache.ts';

@@ -3,7 +3,7 @@ import type { ShardConfigSummary } from '../shared/control.ts';
 import type { WireDtype } from '../shared/protocol.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
 import { partName, partWeightBytes } from '../core/model/shard-artifact.ts';
-import type { MeshModel } from '../core/route/mesh.ts';
+import type { MeshModel } from '../core/mesh/mesh-model.ts';
 import type { LocalModel } from './local-model.ts';
 
 export function configSummary(model: LocalModel): ShardConfigSummary {

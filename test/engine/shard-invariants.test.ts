@@ -4,7 +4,7 @@
  * the onnxruntime-web wasm path gives the same logits as onnxruntime-node.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rangesFromSplit } from '../../src/core/route/split.ts';
+import { rangesFromSplit } from '../../src/core/mesh/split.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
 import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
 import { fixtureModel, maxAbsDiff, pipeline, stepLogits, tempDir } from './harness.ts';

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateLocal } from '../../src/core/route/local-pipeline.ts';
-import { rangesFromSplit } from '../../src/core/route/split.ts';
+import { rangesFromSplit } from '../../src/core/mesh/split.ts';
 import { validateSamplingParams } from '../../src/core/sampling/index.ts';
 import { openLocalModel, type LocalModel } from '../../src/node/local-model.ts';
 import { runCli } from '../cli/run-cli.ts';

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ContextLengthError } from '../../src/core/model/generation-limits.ts';
 import { TokenizerError } from '../../src/core/model/tokenizer-error.ts';
-import { PlanError } from '../../src/core/route/plan-error.ts';
-import { HopFailedError, RouteUnavailableError } from '../../src/core/route/route-errors.ts';
+import { PlanError } from '../../src/core/mesh/plan-error.ts';
+import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
+import { HopFailedError } from '../../src/core/route/route-errors.ts';
 import { SamplingParamError, validateSamplingParams } from '../../src/core/sampling/params.ts';
 import {
   ApiError,

@@ -9,7 +9,7 @@ import {
 } from '../../src/node/openai/requests.ts';
 
 const MODEL = 'stories260k';
-const DEFAULTS = { maxTokens: 512, vocabSize: 512 };
+const DEFAULTS = { vocabSize: 512 };
 const user = [{ role: 'user', content: 'Hi' }];
 
 const chatRequestOf = (extra: Record<string, unknown>): ChatRequest => parseChatRequest({ model: MODEL, messages: user, ...extra }, MODEL, DEFAULTS);
@@ -163,8 +163,7 @@ describe('parseChatRequest', () => {
       kind: 'chat',
       messages: [{ role: 'user', content: 'Hi' }],
       model: MODEL,
-      sampling: { maxTokens: 512 },
-      maxTokensRequested: false,
+      sampling: {},
       stopStrings: [],
       stream: false,
       includeUsage: false,
@@ -227,7 +226,6 @@ describe('parseChatRequest', () => {
       logprobs: true,
       topLogprobs: 3,
     });
-    expect(req.maxTokensRequested).toBe(true);
     expect(req.stopStrings).toEqual(['\n', 'END']);
     expect(req.stream).toBe(true);
     expect(req.includeUsage).toBe(true);
@@ -245,7 +243,7 @@ describe('parseChatRequest', () => {
 
   it('treats null as absent and ignores unknown fields', () => {
     const req = chat({ temperature: null, stop: null, logprobs: null, stream_options: null, n: null, user: null, whatever: [1] });
-    expect(req.sampling).toStrictEqual({ maxTokens: 512 });
+    expect(req.sampling).toStrictEqual({});
     expect(req.stopStrings).toEqual([]);
     expect(req.user).toBeUndefined();
   });
@@ -269,8 +267,7 @@ describe('parseCompletionRequest', () => {
       kind: 'completion',
       prompt: 'Once',
       model: MODEL,
-      sampling: { maxTokens: 512 },
-      maxTokensRequested: false,
+      sampling: {},
       stopStrings: [],
       stream: false,
       includeUsage: false,
@@ -290,7 +287,7 @@ describe('parseCompletionRequest', () => {
   });
 
   it('accepts any non-negative token id when the vocabulary size is unknown', () => {
-    expect(parseCompletionRequest({ model: MODEL, prompt: [100000] }, MODEL, { maxTokens: 8 }).prompt).toEqual([100000]);
+    expect(parseCompletionRequest({ model: MODEL, prompt: [100000] }, MODEL, {}).prompt).toEqual([100000]);
   });
 
   it('maps logprobs N to logprobs plus N alternatives', () => {

@@ -5,7 +5,7 @@ import { parseChatRequest } from '../../src/node/openai/requests.ts';
 import { parseResponsesRequest } from '../../src/node/openai/responses-request.ts';
 
 const MODEL = 'm';
-const defaults = { maxTokens: 100 };
+const defaults = {};
 const parse = (extra: Record<string, unknown>) => parseResponsesRequest({ model: MODEL, input: 'hi', ...extra }, MODEL, defaults);
 
 function refusal(extra: Record<string, unknown>): ApiError {
@@ -25,8 +25,7 @@ describe('translation to the chat request', () => {
       kind: 'chat',
       messages: [{ role: 'user', content: 'hi' }],
       model: MODEL,
-      sampling: { maxTokens: 100 },
-      maxTokensRequested: false,
+      sampling: {},
       stopStrings: [],
       stream: false,
       includeUsage: false,
@@ -90,7 +89,7 @@ describe('translation to the chat request', () => {
       top_logprobs: 2,
     });
     expect(chat.sampling).toStrictEqual({ temperature: 0.5, topP: 0.9, seed: 3, maxTokens: 7, logprobs: true, topLogprobs: 2 });
-    expect(chat).toMatchObject({ maxTokensRequested: true, stream: true, logprobs: true, topLogprobs: 2 });
+    expect(chat).toMatchObject({ stream: true, logprobs: true, topLogprobs: 2 });
     expect(echo).toMatchObject({ maxOutputTokens: 7, temperature: 0.5, topP: 0.9, topLogprobs: 2 });
   });
 

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { weightSpec, type WeightSpec } from '../../src/core/model/quant/weight-format.ts';
-import { rangesFromSplit } from '../../src/core/route/split.ts';
+import { rangesFromSplit } from '../../src/core/mesh/split.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
 import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
 import { fixtureModel, maxAbsDiff, pipeline, stepLogits, tempDir } from '../engine/harness.ts';

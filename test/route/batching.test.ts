@@ -10,13 +10,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
-import { BatchingHeadRunner } from '../../src/core/route/batching-head.ts';
+import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
-import type { HopLease, RouteProvider } from '../../src/core/route/route-types.ts';
-import { BatchingLink } from '../../src/core/route/batching-link.ts';
+import type { HopLease, RouteProvider } from '../../src/core/mesh/route-provider.ts';
+import { BatchingLink } from '../../src/core/mesh/batching-link.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
-import { LeasedLink } from '../../src/core/runtime/leased-link.ts';
+import { LeasedLink } from '../../src/core/mesh/leased-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import { SocketLink } from '../../src/core/runtime/socket-link.ts';
 import { validateSamplingParams, type SamplingParams } from '../../src/core/sampling/index.ts';
@@ -60,7 +60,7 @@ afterAll(async () => {
 
 function session(provider: RouteProvider, spec: Spec, signal?: AbortSignal, head: HeadRunner = ctx.head): RouteSession {
   return new RouteSession(
-    { head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 } },
+    { head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } },
     { sessionId: randomUUID(), promptIds: spec.prompt, params: spec.params },
     signal,
   );

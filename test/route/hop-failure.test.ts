@@ -1,8 +1,8 @@
 /** The one classification of hop failures, the deadline a hop's latency gives, and the quarantine back-off. Pure. */
 import { describe, expect, it } from 'vitest';
 import { classifyHopFailure, quarantines } from '../../src/core/route/hop-failure.ts';
-import { DEADLINE_SLACK, HopLatency } from '../../src/core/route/hop-latency.ts';
-import { quarantineMs } from '../../src/core/route/quarantine.ts';
+import { DEADLINE_SLACK, HopLatency } from '../../src/core/mesh/hop-latency.ts';
+import { quarantineMs } from '../../src/core/mesh/quarantine.ts';
 import { HopDeadlineError, HopFailedError } from '../../src/core/route/route-errors.ts';
 import { LinkAnswerError, LinkClosedError, LinkTimeoutError } from '../../src/core/runtime/peer-link.ts';
 import { ERROR_CODES, type ErrorCode } from '../../src/shared/protocol.ts';

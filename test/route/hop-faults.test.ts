@@ -8,7 +8,7 @@
  * dropped from the plan.
  */
 import { describe, expect, it } from 'vitest';
-import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
+import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { mapError } from '../../src/node/openai/errors.ts';
 import { ManualClock } from './manual-clock.ts';

@@ -11,7 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrefixRegistry } from '../../src/core/route/prefix-registry.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
-import type { RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
+import type { SessionEvent } from '../../src/core/route/route-types.ts';
+import type { RouteProvider } from '../../src/core/mesh/route-provider.ts';
 import type { StatsMessage } from '../../src/shared/control.ts';
 import { SocketLink } from '../../src/core/runtime/socket-link.ts';
 import { dialSocket } from '../../src/node/net/ws-dial.ts';
@@ -40,7 +41,7 @@ const MAX = 12;
 
 function open(provider: RouteProvider, prompt: number[], prefixes?: PrefixRegistry) {
   return new RouteSession(
-    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 }, prefixes },
+    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } }, prefixes },
     { sessionId: randomUUID(), promptIds: prompt, params: greedy(MAX) },
   );
 }

@@ -4,9 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
-import { Mesh, type MeshOptions } from '../../src/core/route/mesh.ts';
-import { RouteSession, type RouteSessionDeps } from '../../src/core/route/route-session.ts';
-import type { HopLease, RouteProvider, SessionEvent } from '../../src/core/route/route-types.ts';
+import { Mesh, type MeshOptions } from '../../src/core/mesh/mesh.ts';
+import { RouteSession, type RouteSessionDeps, type SessionHooks, type SessionPolicy } from '../../src/core/route/route-session.ts';
+import type { SessionEvent } from '../../src/core/route/route-types.ts';
+import type { HopLease, RouteProvider } from '../../src/core/mesh/route-provider.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
@@ -157,12 +158,17 @@ export function greedy(maxTokens = 32, extra: Partial<SamplingParams> = {}): Sam
   return validateSamplingParams({ temperature: 0, maxTokens, ...extra });
 }
 
+/** What a test sets on one session, flat: the shared deps, the policy's fields and the hooks. */
+export type SessionOverrides = Partial<Omit<RouteSessionDeps, 'policy'>> & SessionPolicy & SessionHooks;
+
 /** A session over `provider`; it speculates by prompt lookup (the default) unless `speculate` says otherwise. */
-export function openSession(ctx: StoriesContext, provider: RouteProvider, params: SamplingParams, signal?: AbortSignal, deps: Partial<RouteSessionDeps> = {}, promptIds = [1], speculate?: SpeculateMode) {
+export function openSession(ctx: StoriesContext, provider: RouteProvider, params: SamplingParams, signal?: AbortSignal, overrides: SessionOverrides = {}, promptIds = [1], speculate?: SpeculateMode) {
+  const { onUpdate, onSettled, maxReplacements, maxRebuilds, backoff = { baseMs: 1, maxMs: 10 }, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, ...deps } = overrides;
   return new RouteSession(
-    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, backoff: { baseMs: 1, maxMs: 10 }, ...deps },
+    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, policy: { maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength }, ...deps },
     { sessionId: randomUUID(), promptIds, params, speculate },
     signal,
+    { onUpdate, onSettled },
   );
 }
 

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
-import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
+import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
 import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { CountingLink, FaultyPeer, GateLink } from './peer-doubles.ts';
@@ -155,7 +155,7 @@ describe('RouteSession', () => {
 describe('memory budget', () => {
   it("a peer's KV gets what its weights leave: two sessions squeezed into one session's room are rebuilt on cache misses, tokens unchanged", async () => {
     const { getShardArtifact } = await import('../../src/node/artifact-cache.ts');
-    const { Mesh } = await import('../../src/core/route/mesh.ts');
+    const { Mesh } = await import('../../src/core/mesh/mesh.ts');
     const { InProcessLink } = await import('../../src/core/runtime/in-process-link.ts');
     const { meshModel } = await import('../../src/node/mesh-model.ts');
     const { createPeer, CountingProvider } = await import('./route-harness.ts');

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ContextLengthError, generationLimits } from '../../src/core/model/generation-limits.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from '../../src/core/route/route-errors.ts';
+import type { RouteSessionDeps } from '../../src/core/route/route-session.ts';
 import { RouteSessions, type RouteSessionsOptions } from '../../src/core/route/route-sessions.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { TokenConstraint, TokenMask } from '../../src/core/sampling/index.ts';
@@ -31,16 +32,12 @@ afterAll(async () => {
   await root.remove();
 });
 
-function table(t: TestMesh, extra: Partial<RouteSessionsOptions> = {}): RouteSessions {
+function table(t: TestMesh, extra: Partial<Omit<RouteSessionsOptions, 'session'>> & { session?: Partial<RouteSessionDeps> } = {}): RouteSessions {
   return new RouteSessions({
-    head: ctx.head,
-    route: t.provider,
-    vocabSize: ctx.model.checkpoint.config.vocabSize,
-    tokenizer: ctx.tokenizer,
     limits: generationLimits(ctx.model.checkpoint.config, ctx.tokenizer),
     maxSessions: 8,
-    backoff: { baseMs: 0, maxMs: 0 },
     ...extra,
+    session: { head: ctx.head, route: t.provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, policy: { backoff: { baseMs: 0, maxMs: 0 } }, ...extra.session },
   });
 }
 
@@ -140,7 +137,7 @@ describe('the session table', () => {
     const clock = new ManualClock();
     const t = inProcessMesh(ctx, 0);
     const quorum = { count: 1, waitMs: 3000, joined: () => t.mesh.remotePeerCount, onChange: (l: () => void) => t.mesh.onChange(l) };
-    const sessions = table(t, { clock, minPeers: quorum });
+    const sessions = table(t, { session: { clock }, minPeers: quorum });
     const waiting = sessions.open(request()).catch((e: unknown) => e);
     expect(clock.nextIn).toBe(3000);
     clock.advance(3000);

@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { decodeBatchFrame, isBatchFrame } from '../../src/core/frames/batch-frame-codec.ts';
-import { BatchingHeadRunner } from '../../src/core/route/batching-head.ts';
+import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
-import type { RouteProvider } from '../../src/core/route/route-types.ts';
+import type { RouteProvider } from '../../src/core/mesh/route-provider.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
@@ -63,7 +63,7 @@ const greedy = validateSamplingParams({ temperature: 0, maxTokens: 24 });
 const sampled = (seed: number) => validateSamplingParams({ temperature: 0.8, topP: 0.95, seed, maxTokens: 24 });
 
 function session(provider: RouteProvider, promptIds: number[], params: SamplingParams, speculate: SpeculateMode, head: HeadRunner = ctx.head): RouteSession {
-  return new RouteSession({ head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, backoff: { baseMs: 1, maxMs: 5 } }, { sessionId: randomUUID(), promptIds, params, speculate });
+  return new RouteSession({ head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } }, { sessionId: randomUUID(), promptIds, params, speculate });
 }
 
 it('greedy sessions speculating together in batched frames give the tokens each gives alone without speculation; sampled ones their own seed’s', async () => {

@@ -7,13 +7,13 @@
  * witness; without a witness a check is skipped, not blamed. Plus the comparison itself.
  */
 import { describe, expect, it } from 'vitest';
-import { HEAD_PEER_ID } from '../../src/core/route/plan-route.ts';
+import { HEAD_PEER_ID } from '../../src/core/mesh/plan-route.ts';
 import { activationDifference, HopVerifier, toleranceFor, type VerifyResult } from '../../src/core/route/verify-hop.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { createRng } from '../../src/core/sampling/rng.ts';
 import { f32ToF16Bits } from '../../src/core/model/dtype.ts';
 import { weightSpec, type WeightSpec } from '../../src/core/model/quant/weight-format.ts';
-import { Mesh } from '../../src/core/route/mesh.ts';
+import { Mesh } from '../../src/core/mesh/mesh.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
 import { FaultyPeer } from './peer-doubles.ts';
 import { collect, createPeer, greedy, inProcessMesh, openSession, PROMPT, useStories } from './route-harness.ts';

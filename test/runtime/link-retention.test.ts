@@ -11,7 +11,7 @@ import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
-import { LeasedLink } from '../../src/core/runtime/leased-link.ts';
+import { LeasedLink } from '../../src/core/mesh/leased-link.ts';
 import { LinkClosedError } from '../../src/core/runtime/peer-link.ts';
 import type { FrameReply, ShardService } from '../../src/core/runtime/shard-service.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';

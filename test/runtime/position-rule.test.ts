@@ -14,7 +14,7 @@ import { loadShardExecutor } from '../../src/core/runtime/ort-loader.ts';
 import type { Activations, ShardExecutor } from '../../src/core/runtime/shard-executor.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
-import { assignedWeights } from '../../src/core/peer/shard-peer.ts';
+import { assignedWeights } from '../../src/core/peer/shard-loader.ts';
 import type { AssignMessage } from '../../src/shared/control.ts';
 import { configSummary } from '../../src/node/mesh-model.ts';
 import { maxAbsDiff, tempDir } from '../engine/harness.ts';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PeerEndpoint } from '../../src/core/peer/peer-endpoint.ts';
 import type { FrameReply, ShardService } from '../../src/core/peer/shard-peer.ts';
-import { Mesh } from '../../src/core/route/mesh.ts';
+import { Mesh } from '../../src/core/mesh/mesh.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { parseControlMessage, type ControlMessage } from '../../src/shared/control.ts';
 import { ProtocolError } from '../../src/shared/protocol-error.ts';

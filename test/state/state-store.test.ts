@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { MeshPeer } from '../../src/core/route/mesh.ts';
+import type { MeshPeer } from '../../src/core/mesh/mesh.ts';
 import type { SessionTelemetry } from '../../src/core/route/route-types.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import { MeshStateStore, peerView, routeView, sessionView } from '../../src/node/head/state-store.ts';

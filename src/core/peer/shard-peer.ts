@@ -8,39 +8,22 @@
  */
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import type { AssignMessage, ControlMessage } from '../../shared/control.ts';
-import { ProtocolError } from '../../shared/protocol-error.ts';
+import { ProtocolError, type ProtocolErrorContext } from '../../shared/protocol-error.ts';
 import { decodeBatchFrame, encodeBatchFrame, isBatchFrame, type BatchEntry, type BatchFrame } from '../frames/batch-frame-codec.ts';
 import { WIRE_WEIGHT_FORMATS, type WireWeightFormat, type WireWeights } from '../../shared/protocol.ts';
-import { sameWeightSpec, weightSpecName } from '../model/quant/weight-format.ts';
+import { weightSpecName } from '../model/quant/weight-format.ts';
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
 import { assertFiniteActivations } from '../frames/finite-activations.ts';
 import type { LayerRange } from '../model/types.ts';
+import { systemClock, type Clock } from '../runtime/clock.ts';
 import type { KvState } from '../runtime/kv-state.ts';
 import { KvStore } from '../runtime/kv-store.ts';
 import { PrefixStore } from '../runtime/prefix-store.ts';
 import { CacheMissError, type Activations, type ShardExecutor, type ShardStep } from '../runtime/shard-executor.ts';
 import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
-
-/**
- * Loads the executor for an assigned range (from the head over HTTP, or a local checkpoint)
- * in the assigned weight format; an artifact in another format is refused (`unsupported_weights`).
- */
-export interface ShardLoader {
-  load(assign: AssignMessage): Promise<ShardExecutor>;
-}
-
-/** The weight format an assignment asks for: `assign.weights`, or (a 2.0 head) the float format equal to its dtype. */
-export function assignedWeights(assign: AssignMessage): WireWeights {
-  return assign.weights ?? { format: assign.dtype, blockSize: 0, accuracyLevel: 0 };
-}
-
-/** Refuses (ProtocolError 'unsupported_weights') an artifact whose weight format is not the assigned one. */
-export function checkAssignedWeights(assign: AssignMessage, loaded: WireWeights, what: string): void {
-  const wanted = assignedWeights(assign);
-  if (!sameWeightSpec(wanted, loaded)) {
-    throw new ProtocolError('unsupported_weights', `${what} holds weights ${weightSpecName(loaded)}, the assignment says ${weightSpecName(wanted)}: refusing to serve another format`);
-  }
-}
+import { RangeActivity, ReleasedSessions, ServedCounts } from './peer-counts.ts';
+import { peekRequestId, toWireError } from './wire-errors.ts';
+import { assignedWeights, checkAssignedWeights, type ShardLoader } from './shard-loader.ts';
 
 export type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 
@@ -54,32 +37,30 @@ export interface ShardPeerOptions {
   readonly prefixBudgetBytes?: number;
   /** Weight formats this peer serves (what its hello announces); default: all of them. */
   readonly weightFormats?: readonly WireWeightFormat[];
+  /** Times the peer reports (load, run and busy ms); the system clock by default. */
+  readonly clock?: Clock;
 }
 
 /** A range as one number (start and end are u16 on the wire): no string per frame. */
 const rangeKey = (r: LayerRange) => r.start * 0x10000 + r.end;
-/** How many released session ids a peer remembers, to tell `unknown_session` from a cache miss. */
-const RELEASED_MEMORY = 4096;
 
 export class ShardPeer implements ShardService {
   private readonly executors = new Map<number, ShardExecutor>();
   private readonly loading = new Map<number, Promise<ShardExecutor>>();
   /** Steps running per range, and who waits for a range to be idle (an unload). */
-  private readonly running = new Map<number, number>();
-  private readonly idleWaiters = new Map<number, (() => void)[]>();
+  private readonly activity = new RangeActivity();
   /** The peer's KV (created with its first range). Protected: a test double evicts through it. */
   protected store: KvStore<unknown> | undefined;
-  private readonly released = new Set<string>();
-  private tokensServed = 0;
-  private framesServed = 0;
-  /** One-position (decode) frames: count, ms handling them whole, ms inside the executor. */
-  private readonly decode = { frames: 0, busyMs: 0, runMs: 0 };
-  private readonly batches = { frames: 0, entries: 0 };
+  private readonly released = new ReleasedSessions();
+  private readonly served = new ServedCounts();
   /** Prefix entries (created with the first range). Protected: a test double evicts through it. */
   protected prefixes: PrefixStore<unknown>;
 
+  private readonly clock: Clock;
+
   constructor(private readonly options: ShardPeerOptions) {
     this.prefixes = new PrefixStore(options.prefixBudgetBytes ?? 0);
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Ranges loaded and ready. */
@@ -96,31 +77,12 @@ export class ShardPeer implements ShardService {
     return this.store?.size ?? 0;
   }
 
-  /** Answer one binary activation frame. Never throws: failures become error replies. */
+  /**
+   * Answer one binary activation frame. Never throws: failures become error replies. A single
+   * frame is a batch of one: both kinds go through `runEntries`, with the same checks.
+   */
   async handleFrame(bytes: Uint8Array): Promise<FrameReply> {
-    if (isBatchFrame(bytes)) return this.handleBatch(bytes);
-    let frame: ActivationFrame | undefined;
-    const received = performance.now();
-    try {
-      frame = decodeFrame(bytes);
-      if (frame.kind === 'result') throw new ProtocolError('bad_frame', 'a peer does not accept result frames', this.context(frame));
-      assertFiniteActivations(frame.activations, this.context(frame));
-      const started = performance.now();
-      const result = await this.run(frame);
-      const ran = performance.now();
-      this.framesServed++;
-      this.tokensServed += frame.activations.tokens;
-      this.options.onServed?.(frame, ran - started);
-      const reply = encodeFrame({ ...frame, kind: 'result', activations: result });
-      if (frame.activations.tokens === 1) {
-        this.decode.frames++;
-        this.decode.runMs += ran - started;
-        this.decode.busyMs += performance.now() - received;
-      }
-      return { frame: reply };
-    } catch (error) {
-      return { error: errorToControlMessage(toWireError(error), frame ? this.context(frame) : { requestId: peekRequestId(bytes) }) };
-    }
+    return isBatchFrame(bytes) ? this.handleBatch(bytes) : this.handleSingle(bytes);
   }
 
   /** Answer one control message addressed to this peer (assign, release, ping, stats). */
@@ -129,10 +91,10 @@ export class ShardPeer implements ShardService {
     try {
       switch (message.kind) {
         case 'assign': {
-          const started = Date.now();
+          const started = this.clock.now();
           const executor = await this.ensureRange(message);
           const { format, blockSize, accuracyLevel } = executor.weights;
-          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Date.now() - started, device: executor.device, weights: { format, blockSize, accuracyLevel } };
+          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Math.round(this.clock.now() - started), device: executor.device, weights: { format, blockSize, accuracyLevel } };
         }
         case 'unload': {
           const { loaded, freedEntries } = await this.unloadRange(message.range);
@@ -148,7 +110,7 @@ export class ShardPeer implements ShardService {
           } else {
             freedEntries = this.store?.release(message.sessionId) ?? 0;
           }
-          this.remember(message.sessionId);
+          this.released.add(message.sessionId);
           return { kind: 'released', id, sessionId: message.sessionId, freedEntries, ...(keptPrefixes !== undefined && { keptPrefixes }) };
         }
         case 'fork':
@@ -174,13 +136,7 @@ export class ShardPeer implements ShardService {
       kvEntries: s?.entries ?? 0,
       kvBytes: s?.bytes ?? 0,
       kvBudgetBytes: this.kvBudget(),
-      tokensServed: this.tokensServed,
-      framesServed: this.framesServed,
-      decodeFrames: this.decode.frames,
-      decodeBusyMs: this.decode.busyMs,
-      decodeRunMs: this.decode.runMs,
-      batchFrames: this.batches.frames,
-      batchedEntries: this.batches.entries,
+      ...this.served.fields(),
       prefixEntries: p.entries,
       prefixBytes: p.bytes,
       prefixBudgetBytes: p.budgetBytes,
@@ -208,7 +164,7 @@ export class ShardPeer implements ShardService {
     const executor = this.executors.get(key);
     if (!executor) return { loaded: false, freedEntries: 0 };
     this.executors.delete(key);
-    if ((this.running.get(key) ?? 0) > 0) await new Promise<void>((resolve) => this.idleWaiters.set(key, [...(this.idleWaiters.get(key) ?? []), resolve]));
+    await this.activity.idle(key);
     const freedEntries = this.store?.releaseRange(range) ?? 0;
     this.prefixes.releaseRange(range); // prefix entries on those layers could never be forked again
     await executor.dispose();
@@ -250,118 +206,105 @@ export class ShardPeer implements ShardService {
     }
   }
 
-  private async run(frame: ActivationFrame) {
-    const context = this.context(frame);
-    const executor = this.executors.get(rangeKey(frame.range));
-    if (!executor || !this.store) {
-      throw new ProtocolError('not_ready', `layers [${frame.range.start}, ${frame.range.end}) are not loaded on this peer`, context);
-    }
-    if (this.released.has(frame.sessionId)) {
-      throw new ProtocolError('unknown_session', `session ${frame.sessionId} was released on this peer`, context);
-    }
-    // A prefill from position 0 (re)builds the state; any other step needs the state to exist.
-    const kv = frame.startPosition === 0 ? this.store.acquire(frame.sessionId, frame.range) : this.store.find(frame.sessionId, frame.range);
-    if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
-    // The position rule (protocol 3.1): a frame that starts below the KV's length drops the
-    // positions from its start on, then runs (a speculative step's rejected drafts, a rebuild
-    // from 0); one that starts above it is a cache miss. Truncation is exact in both KV modes
-    // (it lowers the length the graph reads); a state it left short is a cache miss too.
-    if (kv.length > frame.startPosition) kv.truncate(frame.startPosition);
-    if (kv.length < frame.startPosition) {
-      throw new ProtocolError('cache_miss', `KV for session ${frame.sessionId} on layers [${frame.range.start}, ${frame.range.end}) holds ${kv.length} positions, the frame starts at ${frame.startPosition}`, context);
-    }
-    const key = rangeKey(frame.range);
-    this.store.pin(kv);
-    this.running.set(key, (this.running.get(key) ?? 0) + 1);
-    try {
-      return await executor.run({ sessionId: frame.sessionId, startPosition: frame.startPosition, hidden: frame.activations }, kv);
-    } catch (error) {
-      // A refused step must not leave an empty entry behind (a sender could pile them up).
-      if (kv.length === 0) this.store.discard(kv);
-      throw error;
-    } finally {
-      this.store.unpin(kv);
-      this.store.enforceBudget(kv);
-      this.stepEnded(key);
-    }
-  }
-
   /**
    * Start a session's KV on `range` from a prefix entry: its own copy of the first `length`
    * positions (the entry is never written). A missing or short entry is a cache miss.
    */
   private fork(sessionId: string, prefixId: string, range: LayerRange, length: number, id?: string): ControlMessage {
     const context = { sessionId };
-    if (!this.executors.has(rangeKey(range)) || !this.store) throw new ProtocolError('not_ready', `layers [${range.start}, ${range.end}) are not loaded on this peer`, context);
-    if (this.released.has(sessionId)) throw new ProtocolError('unknown_session', `session ${sessionId} was released on this peer`, context);
+    this.executorFor(range, context);
+    this.checkLive(sessionId, context);
+    const store = this.store!;
     const source = this.prefixes.find(prefixId, range, length);
     if (!source) throw new ProtocolError('cache_miss', `no prefix entry ${prefixId} of ${length} positions on layers [${range.start}, ${range.end})`, context);
-    const existing = this.store.find(sessionId, range);
-    if (existing) this.store.discard(existing);
-    const kv = this.store.acquire(sessionId, range);
+    const existing = store.find(sessionId, range);
+    if (existing) store.discard(existing);
+    const kv = store.acquire(sessionId, range);
     if (!kv.copyFrom(source, length)) {
-      this.store.discard(kv);
+      store.discard(kv);
       throw new ProtocolError('cache_miss', `prefix entry ${prefixId} cannot be copied on this runtime`, context);
     }
-    this.store.enforceBudget(kv);
+    store.enforceBudget(kv);
     return { kind: 'forked', ...(id !== undefined && { id }), sessionId, length };
   }
 
-  /** Answer a batched frame: each entry runs (or fails) on its own; entries of equal token count run together. */
+  /** A single frame: its one entry's answer, or its refusal as an error reply naming the session and request. */
+  private async handleSingle(bytes: Uint8Array): Promise<FrameReply> {
+    let frame: ActivationFrame | undefined;
+    const received = this.clock.now();
+    try {
+      frame = decodeFrame(bytes);
+      if (frame.kind === 'result') throw new ProtocolError('bad_frame', 'a peer does not accept result frames', contextOf(frame));
+      const entry: BatchEntry = { sessionId: frame.sessionId, startPosition: frame.startPosition, activations: frame.activations };
+      const [answer] = await this.runFrame(frame.range, [entry], frame.requestId);
+      if ('error' in answer) throw answer.error;
+      this.served.frames++;
+      this.options.onServed?.(frame, answer.ms);
+      const reply = encodeFrame({ ...frame, kind: 'result', activations: answer.activations });
+      if (frame.activations.tokens === 1) this.served.decode.busyMs += this.clock.now() - received;
+      return { frame: reply };
+    } catch (error) {
+      return { error: errorToControlMessage(toWireError(error), frame ? contextOf(frame) : { requestId: peekRequestId(bytes) }) };
+    }
+  }
+
+  /** A batched frame: each entry answered or refused on its own. */
   private async handleBatch(bytes: Uint8Array): Promise<FrameReply> {
     let frame: BatchFrame | undefined;
     try {
       frame = decodeBatchFrame(bytes);
       if (frame.kind !== 'batch') throw new ProtocolError('bad_frame', 'a peer does not accept batch result frames', { requestId: frame.requestId });
-      const executor = this.executors.get(rangeKey(frame.range));
-      if (!executor || !this.store) {
-        throw new ProtocolError('not_ready', `layers [${frame.range.start}, ${frame.range.end}) are not loaded on this peer`, { requestId: frame.requestId });
-      }
-      // Counted as running on its range, like a single step: an unload waits for it.
-      const key = rangeKey(frame.range);
-      this.running.set(key, (this.running.get(key) ?? 0) + 1);
-      let results: BatchEntry[];
-      try {
-        results = await this.runEntries(executor, frame);
-      } finally {
-        this.stepEnded(key);
-      }
-      this.batches.frames++;
-      this.batches.entries += frame.entries.length;
-      return { frame: encodeBatchFrame({ ...frame, kind: 'batch-result', entries: results }) };
+      const answers = await this.runFrame(frame.range, frame.entries, frame.requestId);
+      this.served.frames++;
+      this.served.batches.frames++;
+      this.served.batches.entries += frame.entries.length;
+      const entries = answers.map((answer, i): BatchEntry => {
+        const e = frame!.entries[i];
+        if (!('error' in answer)) return { sessionId: e.sessionId, startPosition: e.startPosition, activations: answer.activations };
+        const wire = toWireError(answer.error);
+        const code = wire instanceof ProtocolError ? wire.code : 'internal';
+        const message = wire instanceof Error ? wire.message : String(wire);
+        return { sessionId: e.sessionId, startPosition: e.startPosition, tokens: e.error ? e.tokens : e.activations.tokens, error: { code, message } };
+      });
+      return { frame: encodeBatchFrame({ ...frame, kind: 'batch-result', entries }) };
     } catch (error) {
       return { error: errorToControlMessage(toWireError(error), { requestId: frame?.requestId ?? peekRequestId(bytes) }) };
     }
   }
 
-  private async runEntries(executor: ShardExecutor, frame: BatchFrame): Promise<BatchEntry[]> {
+  /**
+   * Run a frame's entries on the executor of `range` (not loaded: the whole frame is refused).
+   * Each entry is checked on its own — an entry carrying an error, a released session, values
+   * that are not finite, KV it needs and the peer lacks (the position rule) — and the ones that
+   * pass run grouped by token count. Counted as running on its range: an unload waits for it.
+   */
+  private async runFrame(range: LayerRange, entries: readonly BatchEntry[], requestId: number): Promise<EntryAnswer[]> {
+    const executor = this.executorFor(range, { requestId, ...(entries.length === 1 && { sessionId: entries[0].sessionId }) });
+    const key = rangeKey(range);
+    this.activity.started(key);
+    try {
+      return await this.runEntries(executor, range, entries, requestId);
+    } finally {
+      this.activity.ended(key);
+    }
+  }
+
+  private async runEntries(executor: ShardExecutor, range: LayerRange, entries: readonly BatchEntry[], requestId: number): Promise<EntryAnswer[]> {
     const store = this.store!;
-    const results: BatchEntry[] = new Array(frame.entries.length);
-    const failed = (i: number, error: unknown) => {
-      const e = frame.entries[i];
-      const wire = toWireError(error);
-      const code = wire instanceof ProtocolError ? wire.code : 'internal';
-      const message = wire instanceof Error ? wire.message : String(wire);
-      results[i] = { sessionId: e.sessionId, startPosition: e.startPosition, tokens: e.error ? e.tokens : e.activations.tokens, error: { code, message } };
-    };
-    // Checks per entry; the ones that pass are grouped by token count.
+    const answers: EntryAnswer[] = new Array(entries.length);
     const groups = new Map<number, { index: number; step: ShardStep; kv: KvState<unknown> }[]>();
-    frame.entries.forEach((e, i) => {
+    entries.forEach((e, i) => {
       try {
         if (e.error) throw new ProtocolError('bad_frame', 'a batch entry carries an error');
-        const context = { sessionId: e.sessionId, requestId: frame.requestId };
-        if (this.released.has(e.sessionId)) throw new ProtocolError('unknown_session', `session ${e.sessionId} was released on this peer`, context);
+        const context = { sessionId: e.sessionId, requestId };
+        this.checkLive(e.sessionId, context);
         assertFiniteActivations(e.activations, context);
-        const kv = e.startPosition === 0 ? store.acquire(e.sessionId, frame.range) : store.find(e.sessionId, frame.range);
-        if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${e.sessionId} on layers [${frame.range.start}, ${frame.range.end})`, context);
-        // The position rule per entry, as for a single frame (a speculative step's rejected drafts).
-        if (kv.length > e.startPosition) kv.truncate(e.startPosition);
-        if (kv.length < e.startPosition) throw new CacheMissError(e.sessionId, kv.length, e.startPosition);
+        const kv = this.kvFor(store, e.sessionId, range, e.startPosition, context);
         const group = groups.get(e.activations.tokens) ?? [];
         group.push({ index: i, step: { sessionId: e.sessionId, startPosition: e.startPosition, hidden: e.activations }, kv });
         groups.set(e.activations.tokens, group);
       } catch (error) {
-        failed(i, error);
+        answers[i] = { error };
       }
     });
     for (const [tokens, group] of groups) {
@@ -371,42 +314,61 @@ export class ShardPeer implements ShardService {
       for (let at = 0; at < group.length; at += max) {
         const chunk = group.slice(at, at + max);
         for (const c of chunk) store.pin(c.kv);
-        const started = performance.now();
+        const started = this.clock.now();
         try {
           const outs: Activations[] =
             executor.runBatch && chunk.length > 1
               ? await executor.runBatch(chunk.map((c) => c.step), chunk.map((c) => c.kv))
               : [await executor.run(chunk[0].step, chunk[0].kv)];
+          const ms = this.clock.now() - started;
           chunk.forEach((c, j) => {
-            results[c.index] = { sessionId: c.step.sessionId, startPosition: c.step.startPosition, activations: outs[j] };
-            this.tokensServed += c.step.hidden.tokens;
+            answers[c.index] = { activations: outs[j], ms };
+            this.served.tokens += c.step.hidden.tokens;
           });
-          if (chunk[0].step.hidden.tokens === 1) {
-            this.decode.frames += chunk.length;
-            this.decode.runMs += performance.now() - started;
+          if (tokens === 1) {
+            this.served.decode.frames += chunk.length;
+            this.served.decode.runMs += ms;
           }
         } catch (error) {
-          for (const c of chunk) failed(c.index, error);
+          for (const c of chunk) answers[c.index] = { error };
         } finally {
           for (const c of chunk) {
             store.unpin(c.kv);
+            // A refused step must not leave an empty entry behind (a sender could pile them up).
             if (c.kv.length === 0 && !c.kv.isDisposed) store.discard(c.kv);
           }
           for (const c of chunk) if (!c.kv.isDisposed) store.enforceBudget(c.kv);
         }
       }
     }
-    this.framesServed++;
-    return results;
+    return answers;
   }
 
-  private stepEnded(key: number): void {
-    const left = (this.running.get(key) ?? 1) - 1;
-    if (left > 0) return void this.running.set(key, left);
-    this.running.delete(key);
-    const waiters = this.idleWaiters.get(key);
-    this.idleWaiters.delete(key);
-    for (const wake of waiters ?? []) wake();
+  /** The executor of a loaded range; ProtocolError('not_ready') otherwise. */
+  private executorFor(range: LayerRange, context: ProtocolErrorContext): ShardExecutor {
+    const executor = this.executors.get(rangeKey(range));
+    if (!executor || !this.store) throw new ProtocolError('not_ready', `layers [${range.start}, ${range.end}) are not loaded on this peer`, context);
+    return executor;
+  }
+
+  /** ProtocolError('unknown_session') for a session this peer released. */
+  private checkLive(sessionId: string, context: ProtocolErrorContext): void {
+    if (this.released.has(sessionId)) throw new ProtocolError('unknown_session', `session ${sessionId} was released on this peer`, context);
+  }
+
+  /**
+   * The KV a step at `startPosition` runs on: a prefill from position 0 (re)builds the state,
+   * any other step needs it to exist. The position rule (protocol 3.1): a step that starts
+   * below the KV's length drops the positions from its start on (a speculative step's rejected
+   * drafts, a rebuild from 0); one that starts above it is a cache miss. Truncation is exact in
+   * both KV modes (it lowers the length the graph reads); a state it left short is a cache miss too.
+   */
+  private kvFor(store: KvStore<unknown>, sessionId: string, range: LayerRange, startPosition: number, context: ProtocolErrorContext): KvState<unknown> {
+    const kv = startPosition === 0 ? store.acquire(sessionId, range) : store.find(sessionId, range);
+    if (!kv) throw new ProtocolError('cache_miss', `no KV for session ${sessionId} on layers [${range.start}, ${range.end})`, context);
+    if (kv.length > startPosition) kv.truncate(startPosition);
+    if (kv.length < startPosition) throw new CacheMissError(sessionId, kv.length, startPosition);
+    return kv;
   }
 
   /** The memory budget less the weights of every loaded range. */
@@ -416,24 +378,11 @@ export class ShardPeer implements ShardService {
     return Math.max(0, this.options.memoryBudgetBytes - weights);
   }
 
-  private remember(sessionId: string): void {
-    this.released.add(sessionId);
-    if (this.released.size > RELEASED_MEMORY) this.released.delete(this.released.values().next().value!);
-  }
-
-  private context(frame: ActivationFrame) {
-    return { sessionId: frame.sessionId, requestId: frame.requestId };
-  }
 }
 
-function toWireError(error: unknown): unknown {
-  if (error instanceof CacheMissError) return new ProtocolError('cache_miss', error.message, { sessionId: error.sessionId });
-  if (error instanceof RangeError) return new ProtocolError('wrong_payload_size', error.message);
-  return error;
-}
+/** One entry's outcome: its answer and the run's time, or what refused it. */
+type EntryAnswer = { readonly activations: Activations; readonly ms: number } | { readonly error: unknown };
 
-/** The request id of a frame too malformed to decode, if its header gets that far. */
-function peekRequestId(bytes: Uint8Array): number | undefined {
-  if (bytes.byteLength < 12) return undefined;
-  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(8, true);
+function contextOf(frame: ActivationFrame): ProtocolErrorContext {
+  return { sessionId: frame.sessionId, requestId: frame.requestId };
 }

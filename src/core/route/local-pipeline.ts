@@ -12,7 +12,7 @@ import type { SamplingParams, TokenLogprob } from '../sampling/index.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import type { Drafters } from '../speculation/drafters.ts';
 import { RouteSession, type RouteSessionRequest } from './route-session.ts';
-import type { RouteProvider } from './route-types.ts';
+import type { RouteProvider } from '../mesh/route-provider.ts';
 
 export interface PipelineStage<T = unknown> {
   readonly executor: ShardExecutor<T>;
@@ -42,7 +42,7 @@ export function openLocalSession(
   drafters?: Drafters,
 ): RouteSession {
   // In-process shards run one after another on this thread: a pipelined prefill would gain nothing.
-  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters, prefillChunk: 0 }, request, signal);
+  return new RouteSession({ head: pipeline.head, route: pipeline.route, vocabSize: pipeline.vocabSize, tokenizer, drafters, policy: { prefillChunk: 0 } }, request, signal);
 }
 
 /** The generated tokens (a stop token is not included), for callers that need no text. */

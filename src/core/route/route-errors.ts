@@ -1,13 +1,7 @@
-/** Errors a Route Session (or the session table) ends with. Mapped to HTTP statuses once, at the edge. */
-
-/** No peer (and not the head) can serve a layer range the route needs. */
-export class RouteUnavailableError extends Error {
-  override readonly name = 'RouteUnavailableError';
-  readonly code = 'route_unavailable';
-  constructor(reason: string) {
-    super(`route unavailable: ${reason}`);
-  }
-}
+/**
+ * Errors a Route Session (or the session table) ends with. Mapped to HTTP statuses once, at the
+ * edge. A route that cannot be served at all is the mesh's RouteUnavailableError (mesh/plan-error.ts).
+ */
 
 /** A hop answered with something the session cannot use (a bug or corruption on that peer). */
 export class HopFailedError extends Error {
@@ -78,5 +72,30 @@ export class ShuttingDownError extends Error {
   readonly code = 'shutting_down';
   constructor() {
     super('the server is shutting down');
+  }
+}
+
+/** The prompt holds no token (an empty string, or a template that rendered nothing). */
+export class EmptyPromptError extends Error {
+  override readonly name = 'EmptyPromptError';
+  constructor() {
+    super('the prompt is empty after tokenization');
+  }
+}
+
+/**
+ * The answer's format (`field` 'format': a JSON schema or JSON mode) or its tool calls
+ * (`field` 'tools') cannot be served: `invalid_schema` (the grammar engine refused it, `detail`
+ * says why), `no_end_token` (the model defines no end-of-sequence token, so a constrained
+ * answer could never end) or `unwritable` (this model's vocabulary cannot write its first token).
+ */
+export class AnswerFormatError extends Error {
+  override readonly name = 'AnswerFormatError';
+  constructor(
+    readonly problem: 'invalid_schema' | 'no_end_token' | 'unwritable',
+    readonly field: 'format' | 'tools',
+    readonly detail: string,
+  ) {
+    super(`the answer's ${field === 'tools' ? 'tool calls' : 'format'} cannot be served (${problem}): ${detail}`);
   }
 }

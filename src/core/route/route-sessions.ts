@@ -8,18 +8,14 @@
  * are released (that goes on in the background). The HTTP edge only translates requests and
  * responses; every refusal here is a typed error it maps once.
  */
-import type { PrefixRegistry } from './prefix-registry.ts';
 import { completionBudget, type GenerationLimits } from '../model/generation-limits.ts';
-import type { TextTokenizer } from '../model/tokenizer.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
-import type { HeadRunner } from '../runtime/ort-head-runner.ts';
 import { validateSamplingParams, type SamplingParams, type TokenConstraint } from '../sampling/index.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import { Drafters, SpeculationUnavailableError } from '../speculation/drafters.ts';
-import { PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
-import { RouteSession, type SessionPolicy } from './route-session.ts';
-import type { HopVerifier } from './verify-hop.ts';
-import type { RouteProvider, SessionTelemetry } from './route-types.ts';
+import { EmptyPromptError, PeerWaitError, SessionLimitError, ShuttingDownError } from './route-errors.ts';
+import { RouteSession, type RouteSessionDeps } from './route-session.ts';
+import type { SessionTelemetry } from './route-types.ts';
 
 export interface SessionRequest {
   readonly sessionId: string; // a lowercase UUID
@@ -38,6 +34,12 @@ export interface SessionRequest {
    * refused open disposes it, and an opened session disposes it when it settles.
    */
   readonly constraint?: TokenConstraint;
+  /**
+   * Makes the constraint once the request is admitted (a slot held), so a request refused for
+   * want of a slot never compiles its grammar; what it throws refuses the request (the slot is
+   * freed). Instead of `constraint`.
+   */
+  readonly compileConstraint?: () => Promise<TokenConstraint | undefined>;
 }
 
 /** `--min-peers`: requests wait up to `waitMs` for `count` peers to have joined. */
@@ -59,25 +61,16 @@ export interface SessionObserver {
   refused?(error: SessionLimitError): void;
 }
 
-export interface RouteSessionsOptions extends SessionPolicy {
-  readonly head: HeadRunner;
-  readonly route: RouteProvider;
-  readonly vocabSize: number;
-  readonly tokenizer?: TextTokenizer;
+export interface RouteSessionsOptions {
+  /** What every session shares: handed to each session as it is (its drafters also say which `speculate` modes exist). */
+  readonly session: RouteSessionDeps;
   readonly limits: GenerationLimits;
   /** Sessions live at once; one more gets SessionLimitError (429). */
   readonly maxSessions: number;
   readonly minPeers?: PeerQuorum;
-  readonly clock?: Clock;
   readonly observer?: SessionObserver;
-  /** Where drafters come from (default: prompt lookup only, no draft model). */
-  readonly drafters?: Drafters;
   /** How sessions draft when the request does not say (`--speculate`, default 'ngram'). */
   readonly speculate?: SpeculateMode;
-  /** Prefix reuse across requests (see RouteSessionDeps.prefixes). */
-  readonly prefixes?: PrefixRegistry;
-  /** `--verify`: checks a sampled share of hop answers (verify-hop.ts). */
-  readonly verifier?: HopVerifier;
 }
 
 export class RouteSessions {
@@ -88,7 +81,7 @@ export class RouteSessions {
 
   constructor(private readonly options: RouteSessionsOptions) {
     if (!Number.isSafeInteger(options.maxSessions) || options.maxSessions < 1) throw new RangeError(`maxSessions must be a positive integer, got ${options.maxSessions}`);
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.session.clock ?? systemClock;
   }
 
   /** Sessions holding a slot now. */
@@ -107,7 +100,8 @@ export class RouteSessions {
    * SamplingParamError (400) for a bad sampling value, PeerWaitError (503) when `--min-peers`
    * did not join in time, SessionLimitError (429) when every slot is taken, ShuttingDownError
    * (503) once `abortAll` began, SpeculationUnavailableError (400) for `speculate: 'draft'`
-   * without a draft model, and the signal's reason when it aborts while waiting.
+   * without a draft model, EmptyPromptError (400) for a prompt of no tokens, what
+   * `compileConstraint` throws, and the signal's reason when it aborts while waiting.
    */
   async open(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
     try {
@@ -121,13 +115,12 @@ export class RouteSessions {
   private async admit(request: SessionRequest, signal?: AbortSignal): Promise<RouteSession> {
     if (this.shuttingDown) throw new ShuttingDownError();
     signal?.throwIfAborted();
-    if (request.promptIds.length === 0) throw new RangeError('the prompt has no tokens');
+    if (request.promptIds.length === 0) throw new EmptyPromptError();
     const { limits } = this.options;
     const maxTokens = completionBudget(limits, request.promptIds.length, request.maxTokens, limits.defaultMaxTokens);
     const params = validateSamplingParams({ ...request.sampling, maxTokens, stopTokenIds: limits.stopTokenIds });
     const speculate = request.speculate ?? this.options.speculate ?? 'ngram';
-    const drafters = this.options.drafters ?? new Drafters();
-    if (!drafters.has(speculate)) throw new SpeculationUnavailableError(speculate);
+    if (!(this.options.session.drafters ?? new Drafters()).has(speculate)) throw new SpeculationUnavailableError(speculate);
     await this.waitForPeers(signal);
     signal?.throwIfAborted();
     if (this.shuttingDown) throw new ShuttingDownError();
@@ -137,27 +130,26 @@ export class RouteSessions {
       throw error;
     }
     this.slots++;
+    let constraint = request.constraint;
+    if (request.compileConstraint) {
+      try {
+        constraint = await request.compileConstraint();
+        signal?.throwIfAborted();
+        if (this.shuttingDown) throw new ShuttingDownError();
+      } catch (error) {
+        constraint?.dispose();
+        this.slots--;
+        throw error;
+      }
+    }
     const label = request.label ?? request.sessionId;
     const observer = this.options.observer;
     let holding = true;
-    const { head, route, vocabSize, tokenizer, clock, maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, prefixes, verifier } = this.options;
     const session = new RouteSession(
+      this.options.session,
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint },
+      signal,
       {
-        head,
-        route,
-        vocabSize,
-        tokenizer,
-        clock,
-        maxReplacements,
-        maxRebuilds,
-        backoff,
-        releaseTimeoutMs,
-        hopTimeoutMs,
-        prefillChunk,
-        draftLength,
-        drafters,
-        prefixes,
-        verifier,
         onUpdate: (t) => {
           if (holding) observer?.updated?.(label, t);
         },
@@ -168,8 +160,6 @@ export class RouteSessions {
           observer?.finished?.(label, t);
         },
       },
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint: request.constraint },
-      signal,
     );
     this.tracked.add(session);
     void session.closed.then(() => this.tracked.delete(session));

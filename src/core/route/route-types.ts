@@ -1,41 +1,12 @@
 /**
- * What a Route Session needs from the mesh (RouteProvider), and what it reports
- * (events, telemetry). Plain data, shared with the HTTP edge and the dashboard.
+ * What a Route Session reports: its events (tokens, the end) and its telemetry (hops,
+ * repairs, releases). Plain data, shared with the HTTP edge and the dashboard. What it draws
+ * from the mesh (RouteProvider, HopLease) is in mesh/route-provider.ts.
  */
 import type { LayerRange } from '../model/types.ts';
-import type { PeerLink } from '../runtime/peer-link.ts';
 import type { FinishReason, TokenLogprob } from '../sampling/index.ts';
 import type { SpeculationTelemetry } from '../speculation/speculation.ts';
-import type { HopFailure, HopFailureKind } from './hop-failure.ts';
-import type { HopLatency } from './hop-latency.ts';
-
-/** One hop a session may use: a peer holding `range`, reached through `link`. */
-export interface HopLease {
-  readonly peerId: string;
-  readonly range: LayerRange;
-  /** The session's own link to the peer; the session closes it when it is done. */
-  readonly link: PeerLink;
-  /** This peer's recent latency on this range (shared across sessions); its deadlines come from it. */
-  readonly latency?: HopLatency;
-  /**
-   * Whether the peer keeps the position rule (protocol 2.1): a frame starting below its KV
-   * length drops the positions from there. False: the session sends it no such frame, so no
-   * speculative step runs on a route through it. Absent: true.
-   */
-  readonly rollback?: boolean;
-}
-
-/**
- * The mesh as a Route Session sees it. `route()` gives hops covering [0, numLayers) in
- * order, every range already loaded; `replace()` gives another peer for a lost hop's range
- * (loading it on demand), or undefined when none can take it. `reportFault` hears of a peer
- * that hung or answered something unusable (the mesh quarantines it).
- */
-export interface RouteProvider {
-  route(signal?: AbortSignal): Promise<HopLease[]>;
-  replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined>;
-  reportFault?(peerId: string, range: LayerRange, failure: HopFailure): void;
-}
+import type { HopFailureKind } from './hop-failure.ts';
 
 export type RepairKind = 'cache_miss' | 'replaced';
 

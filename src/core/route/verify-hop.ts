@@ -18,8 +18,6 @@
  * Answers before the first caught lie are not recalled: with f < 1 a lying peer can spoil the
  * tokens it served before it was caught (`--verify 1` leaves it none).
  */
-import { decodeFrame, encodeFrame } from '../frames/frame-codec.ts';
-import { assertFiniteActivations } from '../frames/finite-activations.ts';
 import { f16BitsToF32 } from '../model/dtype.ts';
 import type { LayerRange } from '../model/types.ts';
 import type { WireWeights } from '../../shared/protocol.ts';
@@ -27,25 +25,12 @@ import type { Clock } from '../runtime/clock.ts';
 import { systemClock } from '../runtime/clock.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
 import { createRng, type Rng } from '../sampling/rng.ts';
+import { HopLatency } from '../mesh/hop-latency.ts';
 import { lastPositions } from './activations-slice.ts';
 import type { HopHistory } from './hop-history.ts';
+import { Hop, releaseLease, type HopContext } from './hop.ts';
 import { HopMismatchError } from './route-errors.ts';
-import type { HopLease } from './route-types.ts';
-
-/** Where witnesses come from (the Mesh). */
-export interface VerifierSource {
-  /**
-   * A lease on a peer other than `suspect` that holds `range` — the head first, which loads it
-   * when it must — or undefined when there is none. The caller closes the lease.
-   */
-  verifierFor(range: LayerRange, suspect: string, signal?: AbortSignal): Promise<HopLease | undefined>;
-  /** The device a peer runs its layers on ('cpu', 'wasm', 'webgpu', 'cuda', …), for the tolerance. */
-  deviceOf(peerId: string): string | undefined;
-  /** The weight format a peer serves its layers in, for the tolerance. */
-  weightsOf(peerId: string): WireWeights | undefined;
-  /** Peers whose answers are not checked (the head's own hops). */
-  trusts(peerId: string): boolean;
-}
+import type { HopLease, VerifierSource } from '../mesh/route-provider.ts';
 
 /** One answered step of one hop, as the session has it. */
 export interface HopCheck {
@@ -162,40 +147,20 @@ export class HopVerifier {
     throw error;
   }
 
-  /** The witness's answer to the whole history as one prefill (checked like any hop's answer). */
+  /** The witness's answer to the whole history as one prefill, checked like any hop's answer (a Hop of its own: its latency is not the witness's shared record). */
   private async replay(lease: HopLease, sessionId: string, step: HopCheck, signal: AbortSignal): Promise<Activations> {
-    const history = step.history.replay();
-    const frame = encodeFrame({ kind: 'prefill', requestId: 0, sessionId, startPosition: 0, range: step.range, activations: history });
-    const deadline = new AbortController();
-    const onAbort = () => deadline.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const timeoutMs = this.options.timeoutMs ?? 30_000;
-    const cancel = this.clock.setTimeout(() => deadline.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-    try {
-      const answer = decodeFrame(await lease.link.request(frame, deadline.signal));
-      if (answer.kind !== 'result' || answer.sessionId !== sessionId || answer.activations.tokens !== history.tokens || answer.activations.hiddenSize !== history.hiddenSize) {
-        throw new Error('answered with a frame that does not fit the replay');
-      }
-      assertFiniteActivations(answer.activations);
-      return answer.activations;
-    } finally {
-      cancel();
-      signal.removeEventListener('abort', onAbort);
-    }
+    const witness = new Hop(step.hop, { ...lease, latency: new HopLatency() }, this.witnessContext(sessionId));
+    return witness.send(step.history.replay(), 0, signal);
   }
 
   /** Free the replay's KV on the witness and end the lease (in the background). */
   private async discard(lease: HopLease, sessionId: string): Promise<void> {
-    const timeout = new AbortController();
-    const cancel = this.clock.setTimeout(() => timeout.abort(new Error('no release')), 5000);
-    try {
-      await lease.link.control({ kind: 'release', sessionId }, timeout.signal);
-    } catch {
-      // The witness evicts it in time; nothing else depends on it.
-    } finally {
-      cancel();
-      await lease.link.close('verification done');
-    }
+    // The witness evicts it in time if the release fails; nothing else depends on it.
+    await releaseLease(lease, this.witnessContext(sessionId), 5000, []);
+  }
+
+  private witnessContext(sessionId: string): HopContext {
+    return { sessionId, clock: this.clock, deadline: { fixedMs: this.options.timeoutMs ?? 30_000 } };
   }
 
   private report(result: VerifyResult, peerId: string, detail: string): void {

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { completionBudget, ContextLengthError, generationLimits } from '../../core/model/generation-limits.ts';
 import { validateSamplingParams } from '../../core/sampling/index.ts';
 import { openLocalSession } from '../../core/route/local-pipeline.ts';
-import { rangesFromSplit } from '../../core/route/split.ts';
+import { rangesFromSplit } from '../../core/mesh/split.ts';
 import { loadLocalPipeline, openLocalModel, openLocalTokenizer } from '../local-model.ts';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { parseChoice, parseInteger, parseIntegerList, parseNumber, UsageError } from './args.ts';

@@ -1,6 +1,6 @@
 /** Parsing `--head-layers auto|none|START:END` on the command line (a usage error when malformed). */
-import { parseHeadLayers as parse } from '../../core/route/head-layers.ts';
-import { PlanError } from '../../core/route/plan-error.ts';
+import { parseHeadLayers as parse } from '../../core/mesh/head-layers.ts';
+import { PlanError } from '../../core/mesh/plan-error.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { UsageError } from './args.ts';
 

@@ -1,8 +1,8 @@
 /** `meshnet serve`: the head worker — OpenAI API, peers, dashboard. Runs until interrupted. */
 import { parseArgs } from 'node:util';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
-import { PlanError } from '../../core/route/plan-error.ts';
-import { normalizeHost } from '../../core/route/dial-target.ts';
+import { PlanError } from '../../core/mesh/plan-error.ts';
+import { normalizeHost } from '../../core/mesh/dial-target.ts';
 import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';

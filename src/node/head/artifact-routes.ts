@@ -12,7 +12,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { H3 } from 'h3';
 import { parsePartName } from '../../core/model/part-name.ts';
-import { isLoopbackAddress, sameToken } from '../../core/route/peer-admission.ts';
+import { isLoopbackAddress, sameToken } from '../../core/mesh/peer-admission.ts';
 import { WEIGHTS_FILE } from '../../core/model/shard-artifact.ts';
 import { ARTIFACT_TOKEN_HEADER } from '../../shared/protocol.ts';
 import { sameWeightSpec, type WeightSpec } from '../../core/model/quant/weight-format.ts';

@@ -5,7 +5,7 @@
  * Only an authenticated socket is handed back; errors never contain a token or a proof.
  */
 import { headProof, newNonce, peerProof } from '../../core/peer/direct-auth.ts';
-import { sameToken } from '../../core/route/peer-admission.ts';
+import { sameToken } from '../../core/mesh/peer-admission.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { dialSocket, type DialedSocket, type SocketSink } from '../net/ws-dial.ts';

@@ -1,10 +1,11 @@
 /**
  * The head worker's engine side: the model's embedding and LM head, the mesh of peers (the
  * head's own layers as an in-process peer unless `headLayers` is 'none'), the /peer/ws
- * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh.
- * HTTP APIs (OpenAI, dashboard) mount onto `app` before the server starts.
+ * gateway and artifact routes on an h3 app, and Route Sessions opened over that mesh —
+ * requests enter through `completions`, core's one entry. HTTP APIs (OpenAI, dashboard)
+ * mount onto `app` before the server starts.
  */
-import { BatchingHeadRunner } from '../../core/route/batching-head.ts';
+import { BatchingHeadRunner } from '../../core/runtime/batching-head.ts';
 import { PrefixRegistry } from '../../core/route/prefix-registry.ts';
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -15,9 +16,12 @@ import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { WorkerShardService } from '../peer/worker-shard.ts';
-import { Mesh } from '../../core/route/mesh.ts';
-import { HEAD_PEER_ID } from '../../core/route/plan-route.ts';
+import { Mesh } from '../../core/mesh/mesh.ts';
+import { HEAD_PEER_ID } from '../../core/mesh/plan-route.ts';
+import { Completions } from '../../core/route/completions.ts';
 import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
+import { warmUp } from '../../core/mesh/warm-up.ts';
+import { loadXGrammar } from '../xgrammar-node.ts';
 import { HopVerifier, type VerifyResult } from '../../core/route/verify-hop.ts';
 import type { Rng } from '../../core/sampling/rng.ts';
 import { generationLimits, type GenerationLimits } from '../../core/model/generation-limits.ts';
@@ -80,6 +84,11 @@ export interface HeadOptions {
   readonly prefixCacheBytes?: number;
   /** Fold concurrent decode steps into batched frames (default true; `--no-batch` turns it off). */
   readonly batching?: boolean;
+  /**
+   * Keep the plan loaded ahead of requests (mesh/warm-up.ts): `expectPeers` local peers are
+   * waited for first. Absent: ranges load with the first request.
+   */
+  readonly warmUp?: { readonly expectPeers: number };
   /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
@@ -102,6 +111,8 @@ export interface HeadSessionOptions {
   readonly onVerify?: (result: VerifyResult, peerId: string, detail: string) => void;
   /** Draws the verified steps (tests seed it). */
   readonly verifyRng?: Rng;
+  /** A client left before its answer ended (metrics). */
+  readonly onClientAbort?: () => void;
 }
 
 export interface HeadSpeculationOptions {
@@ -127,8 +138,10 @@ export interface HeadContext {
   readonly weights: WeightSpec;
   /** The context length and stop tokens, derived once from the model. */
   readonly limits: GenerationLimits;
-  /** Every live Route Session: open one per request here. */
+  /** Every live Route Session (admission, shutdown). */
   readonly sessions: RouteSessions;
+  /** Core's one entry for a request: template, tokenizing, admission, grammar, the session. */
+  readonly completions: Completions;
   /** Where sessions' drafters come from (prompt lookup; the draft model when one was given). */
   readonly drafters: Drafters;
   /** The default speculation mode and the pipelined prefill's chunk setting, as the sessions use them. */
@@ -189,23 +202,25 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const s = options.sessions ?? {};
   const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
   const sessions = new RouteSessions({
-    head: headRunner,
-    route: mesh,
-    vocabSize: model.checkpoint.config.vocabSize,
-    tokenizer: options.tokenizer,
+    session: {
+      head: headRunner,
+      route: mesh,
+      vocabSize: model.checkpoint.config.vocabSize,
+      tokenizer: options.tokenizer,
+      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, prefillChunk: spec.prefillChunk },
+      drafters,
+      prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
+      verifier,
+    },
     limits,
     maxSessions: s.maxSessions ?? 8,
-    hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS,
     observer: s.observer,
-    drafters,
     speculate: speculateMode,
-    prefillChunk: spec.prefillChunk,
-    prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
-    verifier,
     minPeers: s.minPeers
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
   });
+  const completions = new Completions({ sessions, tokenizer: options.tokenizer, limits, vocabSize: model.checkpoint.config.vocabSize, loadGrammar: loadXGrammar, onClientAbort: s.onClientAbort });
   const context: HeadContext = {
     mesh,
     headRunner,
@@ -216,6 +231,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     weights,
     limits,
     sessions,
+    completions,
     drafters,
     speculation: { mode: speculateMode, prefillChunk: spec.prefillChunk, draftModel: draftModel?.id },
   };
@@ -227,6 +243,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   options.mount?.(app, context);
   const server: RunningServer = await startServer(app, { port: options.port, host: options.host, requestTimeoutMs: options.requestTimeoutMs, clientError: options.clientError });
   const peerUrl = `ws://${options.host}:${server.port}/peer/ws`;
+  const stopWarmUp = options.warmUp ? warmUp(mesh, { expectPeers: options.warmUp.expectPeers, onError: (error) => log(`route not ready: ${error instanceof Error ? error.message : String(error)}`) }) : undefined;
 
   return {
     ...context,
@@ -250,6 +267,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       });
     },
     async close() {
+      stopWarmUp?.();
       // Live sessions end as cancelled and release their hops while the links are still up.
       await sessions.abortAll();
       for (const peer of mesh.peers) mesh.removePeer(peer.id);
@@ -258,6 +276,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       await headPeer?.dispose();
       await draftModel?.dispose();
       await headRunner.dispose();
+      completions.dispose();
     },
   };
 }

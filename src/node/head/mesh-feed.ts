@@ -4,7 +4,7 @@
  * token counters from periodic `stats` requests (the heartbeat), also into /metrics. The
  * poll and drop timers are owned here and stopped by `close`.
  */
-import type { Mesh, MeshPeer } from '../../core/route/mesh.ts';
+import type { Mesh, MeshPeer } from '../../core/mesh/mesh.ts';
 import type { StatsMessage } from '../../shared/control.ts';
 import { GONE_PEER_TTL_MS } from '../../shared/dashboard-state.ts';
 import type { HeadMetrics } from '../metrics/head-metrics.ts';

@@ -8,14 +8,14 @@
  * sends reaches another peer's state, and no message or log line carries a token.
  */
 import { defineWebSocketHandler } from 'h3';
-import { admitHello, type AdmissionPolicy } from '../../core/route/peer-admission.ts';
-import type { Mesh } from '../../core/route/mesh.ts';
+import { admitHello, type AdmissionPolicy } from '../../core/mesh/peer-admission.ts';
+import type { Mesh } from '../../core/mesh/mesh.ts';
 import type { PeerLink } from '../../core/runtime/peer-link.ts';
 import { SocketLink } from '../../core/runtime/socket-link.ts';
 import { parseControlMessage, serializeControlMessage, type HelloMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import { directDialTarget } from '../../core/route/dial-target.ts';
+import { directDialTarget } from '../../core/mesh/dial-target.ts';
 import { dialDirectPeer } from './direct-dial.ts';
 
 export interface GatewayOptions extends AdmissionPolicy {

@@ -5,8 +5,9 @@
  * Sessions' own data (MeshPeer, stats, SessionTelemetry) into the dashboard's views.
  */
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
-import type { MeshPeer } from '../../core/route/mesh.ts';
-import type { HopLease, SessionTelemetry } from '../../core/route/route-types.ts';
+import type { MeshPeer } from '../../core/mesh/mesh.ts';
+import type { SessionTelemetry } from '../../core/route/route-types.ts';
+import type { HopLease } from '../../core/mesh/route-provider.ts';
 import type { SpeculationTelemetry } from '../../core/speculation/speculation.ts';
 import type { StatsMessage } from '../../shared/control.ts';
 import {

@@ -29,8 +29,6 @@ export interface AnswerContext {
  * Chat and completions use {@link openAIFormat}; `/v1/responses` brings its own.
  */
 export interface AnswerFormat {
-  /** `chatcmpl-`, `cmpl-`, `resp_`: the response id is this plus 32 hex digits. */
-  readonly idPrefix: string;
   whole(meta: ResponseMeta, result: GenerationResult): unknown;
   stream(meta: ResponseMeta): AnswerStream;
 }
@@ -50,7 +48,6 @@ export interface AnswerStream {
 export function openAIFormat(request: OpenAIRequest, { tokenText, toolCalls }: AnswerContext): AnswerFormat {
   const names = request.logprobs ? tokenText : undefined;
   return {
-    idPrefix: request.kind === 'chat' ? 'chatcmpl-' : 'cmpl-',
     whole(meta, result) {
       if (request.kind !== 'chat') return textCompletion(meta, result, names);
       return chatCompletion(meta, result, names, toolCalls?.().read(result.tokens, result.text));
@@ -77,7 +74,6 @@ export function openAIFormat(request: OpenAIRequest, { tokenText, toolCalls }: A
 export function responsesFormat(echo: ResponseEcho, logprobs: boolean, { tokenText, toolCalls }: AnswerContext): AnswerFormat {
   const context = (meta: ResponseMeta) => ({ meta, echo, tokenText, logprobs, ...(toolCalls ? { tools: toolCalls() } : {}) });
   return {
-    idPrefix: 'resp_',
     whole: (meta, result) => wholeResponse(context(meta), result, unixSeconds()),
     stream(meta) {
       const builder = new ResponsesStreamBuilder(context(meta));

@@ -22,7 +22,7 @@
  * list's tests fail) rather than open.
  */
 import type { H3Event } from 'h3';
-import { sameToken } from '../../core/route/peer-admission.ts';
+import { sameToken } from '../../core/mesh/peer-admission.ts';
 
 export const KEY_COOKIE = 'meshnet_key';
 

@@ -1,11 +1,10 @@
 /**
- * `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/responses` on h3. Each handler parses the
- * body, renders and tokenizes the prompt, and hands over to the completion runner.
+ * `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/responses` on h3. Each handler
+ * parses the body and hands the request to the completion runner (core's entry does the rest).
  */
 import type { H3, H3Event } from 'h3';
-import { planStructuredChat } from '../../core/model/structured-output.ts';
 import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
-import { invalidRequest, modelNotFound } from '../openai/errors.ts';
+import { modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
 import { answerResponses } from './responses-route.ts';
 import { type BodyLimits, errorResponse, jsonResponse, readJsonBody } from './respond.ts';
@@ -13,15 +12,13 @@ import { type BodyLimits, errorResponse, jsonResponse, readJsonBody } from './re
 export interface OpenAIRoutesOptions extends RunnerContext {
   /** The body's size and arrival-time bounds (413, 408). */
   readonly body: BodyLimits;
-  /** `maxTokens` the parser fills in when a request sets none (the session layer cuts it to the context). */
-  readonly defaultMaxTokens: number;
   readonly startedAt: number;
   readonly onResponse: (endpoint: string, status: number) => void;
 }
 
 export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   const { head } = options;
-  const defaults = { maxTokens: options.defaultMaxTokens, vocabSize: head.model.checkpoint.config.vocabSize };
+  const defaults = { vocabSize: head.model.checkpoint.config.vocabSize };
   // `max_model_len`: the context in tokens, as vLLM reports it (the chat page fits turns to it).
   const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: head.limits.contextLength };
   const counted = (endpoint: string, handler: (request: Request, event: H3Event) => Promise<Response>) => async (event: H3Event) => {
@@ -61,9 +58,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
     '/v1/chat/completions',
     counted('/v1/chat/completions', async (request) => {
       const parsed = parseChatRequest(await readJsonBody(request, options.body), head.name, defaults);
-      const plan = planStructuredChat(head.tokenizer, { messages: parsed.messages, responseFormat: parsed.responseFormat, tools: parsed.tools });
-      const promptIds = head.tokenizer.encode(plan.prompt, { addSpecialTokens: false });
-      return runCompletion(options, parsed, promptIds, request.signal, { plan });
+      return runCompletion(options, parsed, request.signal);
     }),
   );
 
@@ -71,9 +66,7 @@ export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
     '/v1/completions',
     counted('/v1/completions', async (request) => {
       const parsed = parseCompletionRequest(await readJsonBody(request, options.body), head.name, defaults);
-      const promptIds = typeof parsed.prompt === 'string' ? head.tokenizer.encode(parsed.prompt) : parsed.prompt;
-      if (promptIds.length === 0) throw invalidRequest('The prompt is empty after tokenization.', 'prompt');
-      return runCompletion(options, parsed, promptIds, request.signal);
+      return runCompletion(options, parsed, request.signal);
     }),
   );
 

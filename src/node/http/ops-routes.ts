@@ -7,7 +7,7 @@
  */
 import type { H3 } from 'h3';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
-import { routeReadiness } from '../../core/route/readiness.ts';
+import { routeReadiness } from '../../core/mesh/readiness.ts';
 import type { HeadContext } from '../head/head-node.ts';
 import type { MeshStateStore } from '../head/state-store.ts';
 import { SERVICE_UNAVAILABLE_RETRY_SECONDS } from '../openai/errors.ts';

@@ -8,8 +8,8 @@
  */
 import { ContextLengthError } from '../../core/model/generation-limits.ts';
 import { TokenizerError } from '../../core/model/tokenizer-error.ts';
-import { PlanError } from '../../core/route/plan-error.ts';
-import { PeerWaitError, RouteUnavailableError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
+import { PlanError, RouteUnavailableError } from '../../core/mesh/plan-error.ts';
+import { AnswerFormatError, EmptyPromptError, PeerWaitError, SessionLimitError, ShuttingDownError } from '../../core/route/route-errors.ts';
 import { ConstraintDeadEndError } from '../../core/sampling/constraint.ts';
 import { SamplingParamError } from '../../core/sampling/params.ts';
 import { SpeculationUnavailableError } from '../../core/speculation/drafters.ts';
@@ -213,6 +213,20 @@ export type PromptParam = 'messages' | 'prompt' | 'input';
 export interface ErrorContext {
   /** The request field holding the prompt (default `prompt`; a chat template's refusal names `messages` unless this is `input`). */
   readonly promptParam?: PromptParam;
+  /** The request field holding the answer's format: chat's `response_format` (the default), Responses' `text.format`. */
+  readonly formatParam?: 'response_format' | 'text.format';
+}
+
+/** 400 for an answer format or tool set the model cannot serve, naming the request's field. */
+function answerFormatRefused(error: AnswerFormatError, context: ErrorContext): ApiError {
+  const param = error.field === 'tools' ? 'tools' : (context.formatParam ?? 'response_format');
+  const [message, code] =
+    error.problem === 'invalid_schema'
+      ? [`Invalid schema for '${param}': ${error.detail}`, 'invalid_schema']
+      : error.problem === 'no_end_token'
+        ? [`Unsupported parameter: '${param}': ${error.detail}.`, 'unsupported_parameter']
+        : [`Unsupported value: '${param}' cannot be written by this model: ${error.detail}.`, 'unsupported_value'];
+  return new ApiError(400, message, { type: 'invalid_request_error', param, code, cause: error });
 }
 
 /**
@@ -223,11 +237,15 @@ export interface ErrorContext {
  * SpeculationUnavailableError (`speculate: 'draft'` without a draft model) → 400 `speculate`; a chat template that
  * refuses the conversation → 400 `messages`; RouteUnavailableError and PlanError
  * `route_unavailable` → 503; ConstraintDeadEndError (the vocabulary cannot continue the
- * output format) → 400; anything else → 500 with a generic message (the original is
- * kept as `cause` for logs, never sent).
+ * output format) → 400; EmptyPromptError → 400 naming the prompt's field; AnswerFormatError
+ * (a schema the grammar engine refuses, no end token, a vocabulary that cannot write the
+ * format) → 400 naming `tools` or the format's field; anything else → 500 with a generic
+ * message (the original is kept as `cause` for logs, never sent).
  */
 export function mapError(error: unknown, context: ErrorContext = {}): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof AnswerFormatError) return answerFormatRefused(error, context);
+  if (error instanceof EmptyPromptError) return new ApiError(400, 'The prompt is empty after tokenization.', { type: 'invalid_request_error', param: context.promptParam ?? 'prompt', cause: error });
   if (error instanceof ContextLengthError) return contextLengthExceeded(error, context.promptParam ?? 'prompt');
   if (error instanceof SessionLimitError) return tooManyRequests(error.message, 1);
   if (error instanceof PeerWaitError) return serviceUnavailable(error.message, undefined, error);

@@ -36,21 +36,20 @@ export const MAX_CHAT_TOP_LOGPROBS = 20;
 
 /** What the parser needs from the served model. */
 export interface RequestDefaults {
-  /** `maxTokens` when the request sets none (the session layer cuts it to the room left in the context). */
-  readonly maxTokens: number;
   /** When given, prompt token ids must be below it. */
   readonly vocabSize?: number;
 }
 
-/** Sampling fields a request may set; `maxTokens` is always present. */
-export type RequestSampling = Partial<SamplingParams> & { readonly maxTokens: number };
+/**
+ * Sampling fields a request set; `maxTokens` only when it set max_tokens (or
+ * max_completion_tokens): otherwise the model's default applies, decided in core.
+ */
+export type RequestSampling = Partial<SamplingParams>;
 
 interface ParsedRequestBase {
   /** Equals the served model. */
   readonly model: string;
   readonly sampling: RequestSampling;
-  /** True when the client set max_tokens / max_completion_tokens, false for the default. */
-  readonly maxTokensRequested: boolean;
   /** Text that ends generation (OpenAI `stop`), never sent to the client. */
   readonly stopStrings: string[];
   readonly stream: boolean;
@@ -83,8 +82,8 @@ export interface CompletionRequest extends ParsedRequestBase {
 
 export type OpenAIRequest = ChatRequest | CompletionRequest;
 
-/** Parses a `/v1/chat/completions` body. Throws ApiError (400, or 404 model_not_found). */
-export function parseChatRequest(body: unknown, servedModel: string, defaults: RequestDefaults): ChatRequest {
+/** Parses a `/v1/chat/completions` body (chat has no token-id prompts: `defaults` is unused). Throws ApiError (400, or 404 model_not_found). */
+export function parseChatRequest(body: unknown, servedModel: string, _defaults: RequestDefaults = {}): ChatRequest {
   const fields = readBody(body, servedModel);
   refuseUnsupported(fields, 'chat');
   const messages = parseMessages(fields.get('messages'));
@@ -103,7 +102,7 @@ export function parseChatRequest(body: unknown, servedModel: string, defaults: R
     messages,
     ...(responseFormat === undefined || responseFormat.type === 'text' ? {} : { responseFormat }),
     ...(tools === undefined ? {} : { tools }),
-    ...common(fields, defaults, maxTokens, logprobs, topLogprobs),
+    ...common(fields, maxTokens, logprobs, topLogprobs),
   };
 }
 
@@ -122,7 +121,7 @@ export function parseCompletionRequest(
   return {
     kind: 'completion',
     prompt,
-    ...common(fields, defaults, maxTokens, topN !== undefined, topN ?? 0),
+    ...common(fields, maxTokens, topN !== undefined, topN ?? 0),
   };
 }
 
@@ -143,7 +142,6 @@ export function readBody(body: unknown, servedModel: string): BodyFields {
 
 function common(
   fields: BodyFields,
-  defaults: RequestDefaults,
   maxTokens: number | undefined,
   logprobs: boolean,
   topLogprobs: number,
@@ -164,10 +162,9 @@ function common(
     model: stringValue('model', fields.get('model')),
     sampling: {
       ...sampling,
-      maxTokens: maxTokens ?? defaults.maxTokens,
+      ...(maxTokens === undefined ? {} : { maxTokens }),
       ...(logprobs ? { logprobs, topLogprobs } : {}),
     },
-    maxTokensRequested: maxTokens !== undefined,
     stopStrings: parseStop(fields.get('stop')),
     stream,
     includeUsage,

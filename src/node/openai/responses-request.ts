@@ -51,7 +51,7 @@ const INCLUDE_VALUES = new Set([
 ]);
 
 /** Parses a `/v1/responses` body. Throws ApiError (400, or 404 model_not_found). */
-export function parseResponsesRequest(body: unknown, servedModel: string, defaults: RequestDefaults): ResponsesRequest {
+export function parseResponsesRequest(body: unknown, servedModel: string, _defaults: RequestDefaults = {}): ResponsesRequest {
   const fields = readBody(body, servedModel);
   refuseUnsupported(fields);
   const instructions = fields.string('instructions');
@@ -76,8 +76,7 @@ export function parseResponsesRequest(body: unknown, servedModel: string, defaul
     ...(text.format ? { responseFormat: text.format } : {}),
     ...(tools.request ? { tools: tools.request } : {}),
     model: servedModel,
-    sampling: { ...samplingFields(fields), maxTokens: maxTokens ?? defaults.maxTokens, ...(logprobs ? { logprobs, topLogprobs } : {}) },
-    maxTokensRequested: maxTokens !== undefined,
+    sampling: { ...samplingFields(fields), ...(maxTokens === undefined ? {} : { maxTokens }), ...(logprobs ? { logprobs, topLogprobs } : {}) },
     stopStrings: [],
     stream,
     includeUsage: false,

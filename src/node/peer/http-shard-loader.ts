@@ -11,7 +11,7 @@ import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import { parseShardManifest } from '../../core/model/manifest-parse.ts';
 import type { ShardManifest } from '../../core/model/shard-artifact.ts';
-import { assignedWeights, checkAssignedWeights, type ShardLoader } from '../../core/peer/shard-peer.ts';
+import { assignedWeights, checkAssignedWeights, type ShardLoader } from '../../core/peer/shard-loader.ts';
 import { createShardExecutor } from '../../core/runtime/ort-loader.ts';
 import { WEIGHTS_FILE } from '../../core/model/shard-artifact.ts';
 import type { ShardExecutor } from '../../core/runtime/shard-executor.ts';

@@ -4,7 +4,8 @@
  * artifacts from its head over HTTP; the head's own layers load from the local checkpoint.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { ShardPeer, type ShardLoader } from '../../core/peer/shard-peer.ts';
+import { ShardPeer } from '../../core/peer/shard-peer.ts';
+import { type ShardLoader } from '../../core/peer/shard-loader.ts';
 import { openLocalModel } from '../local-model.ts';
 import { localShardLoader } from '../local-shard-loader.ts';
 import type { ControlMessage } from '../../shared/control.ts';

@@ -26,11 +26,8 @@ import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
-import { parseHeadLayers } from '../../core/route/head-layers.ts';
+import { parseHeadLayers } from '../../core/mesh/head-layers.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
-import { createGrammarEngine } from '../../core/model/structured-output.ts';
-import type { GrammarEngine } from '../../core/sampling/grammar/output-grammar.ts';
-import { loadXGrammar } from '../xgrammar-node.ts';
 
 export interface ServeOptions {
   readonly model: string; // folder, Hub id or 'demo'
@@ -108,7 +105,6 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const store = new MeshStateStore({ initial: emptyState({ id: resolved.id, numLayers: config.numLayers, dtype: options.dtype, weights: weightSpecName(weights) }, startedAt) });
   const metrics = new HeadMetrics();
   const tracker = new SessionTracker(store, metrics, resolved.id);
-  let grammar: GrammarEngine | undefined; // made in mount, once the generation limits are known
   let listenUrl: string | undefined; // known once the head listens (port 0)
   const localAddresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
   // The head's own origins are known once it listens, and do not change after: built once.
@@ -159,7 +155,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         metrics.verified(result);
         if (result === 'mismatch') log(`--verify: ${detail}; peer ${peerId} is quarantined`);
       },
+      onClientAbort: () => metrics.clientAborted('answer'),
     },
+    warmUp: { expectPeers: options.localPeers },
     log,
     mount(app, ctx) {
       // First: x-request-id and CORS on every response, and CORS preflights answered here,
@@ -179,18 +177,11 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         }
         return next();
       });
-      // JSON mode, JSON schema and tool calls; the WebAssembly loads on the first such request.
-      // Without a stop token a constrained answer could never end: no engine, such requests are 400s.
-      grammar = ctx.limits.stopTokenIds.length > 0 ? createGrammarEngine(loadXGrammar, tokenizer, config.vocabSize, ctx.limits.stopTokenIds) : undefined;
       mountOpenAIRoutes(app, {
         head: ctx,
-        grammar,
         body,
-        // The model's own default answer length (generation_config.json), else up to 512 (src/core/model).
-        defaultMaxTokens: ctx.limits.defaultMaxTokens,
         startedAt,
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
-        onClientAbort: () => metrics.clientAborted('answer'),
       });
       mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });
       mountPeerPage(app);
@@ -204,20 +195,6 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   });
   listenUrl = head.url;
   const feed = feedMeshState(head.mesh, store, metrics);
-  // Load the planned ranges once the mesh has been quiet for a moment, so the first request
-  // does not wait — and peers joining one after another (local peers at start) do not each
-  // load a range of a plan that lasts milliseconds.
-  let prepareTimer: ReturnType<typeof setTimeout> | undefined;
-  const prepare = () => {
-    clearTimeout(prepareTimer);
-    prepareTimer = setTimeout(() => {
-      if (options.localPeers > 0 && head.mesh.remotePeerCount < options.localPeers && Date.now() - startedAt < 30_000) return;
-      void head.mesh.prepare().catch((error: unknown) => log(`route not ready: ${error instanceof Error ? error.message : String(error)}`));
-    }, 500);
-    prepareTimer.unref();
-  };
-  const offPrepare = head.mesh.onChange(prepare);
-  prepare();
   const peers =
     options.localPeers > 0
       ? spawnLocalPeers({ count: options.localPeers, headUrl: head.peerUrl, joinToken: head.joinToken, link: options.link, device: options.device, threads: options.threads ?? 1, prefixCacheMb: options.prefixCacheMb ?? 0, log })
@@ -230,12 +207,9 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     peers,
     modelId: resolved.id,
     async close() {
-      offPrepare();
-      clearTimeout(prepareTimer);
       feed.close();
       await head.close();
       await peers?.close();
-      grammar?.dispose();
     },
   };
 }

@@ -1,8 +1,8 @@
 /** routeReadiness over plain objects: --min-peers first, then the planner's verdict. */
 import { describe, expect, it } from 'vitest';
-import { routeReadiness, type ReadinessSource } from '../../src/core/route/readiness.ts';
-import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
-import type { RoutePlan } from '../../src/core/route/plan-route.ts';
+import { routeReadiness, type ReadinessSource } from '../../src/core/mesh/readiness.ts';
+import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
+import type { RoutePlan } from '../../src/core/mesh/plan-route.ts';
 
 const plan = { hops: [{ peerId: 'head', range: { start: 0, end: 4 } }] } as unknown as RoutePlan;
 const mesh = (remotePeerCount: number, planned: RoutePlan | Error): ReadinessSource => ({

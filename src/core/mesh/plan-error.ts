@@ -1,4 +1,4 @@
-/** The typed error of route planning. Pure: no runtime imports. */
+/** The typed errors of route planning. Pure: no runtime imports. */
 
 /**
  * - `invalid_input`: the caller passed something malformed (a weight that is not a positive
@@ -18,5 +18,14 @@ export class PlanError extends Error {
     super(code === 'route_unavailable' ? `route unavailable: ${reason}` : `invalid plan input: ${reason}`);
     this.code = code;
     this.reason = reason;
+  }
+}
+
+/** No peer (and not the head) can serve a layer range the route needs. */
+export class RouteUnavailableError extends Error {
+  override readonly name = 'RouteUnavailableError';
+  readonly code = 'route_unavailable';
+  constructor(reason: string) {
+    super(`route unavailable: ${reason}`);
   }
 }

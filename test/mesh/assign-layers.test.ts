@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { assignLayers, layerCounts } from '../../src/core/route/assign-layers.ts';
-import { PlanError } from '../../src/core/route/plan-error.ts';
+import { assignLayers, layerCounts } from '../../src/core/mesh/assign-layers.ts';
+import { PlanError } from '../../src/core/mesh/plan-error.ts';
 import type { LayerRange } from '../../src/core/model/types.ts';
 
 const sizes = (ranges: readonly LayerRange[]): number[] => ranges.map((r) => r.end - r.start);

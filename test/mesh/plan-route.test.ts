@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PlanError } from '../../src/core/route/plan-error.ts';
+import { PlanError } from '../../src/core/mesh/plan-error.ts';
 import {
   coversModel,
   planRoute,
@@ -8,7 +8,7 @@ import {
   type PlanModel,
   type PlanOptions,
   type RoutePlan,
-} from '../../src/core/route/plan-route.ts';
+} from '../../src/core/mesh/plan-route.ts';
 
 const MB = 1_000_000;
 const model: PlanModel = { numLayers: 8, bytesPerLayer: 100 * MB, headBytes: 50 * MB };

@@ -10,9 +10,9 @@
  * calls made while one is running wait and run together when it returns. Each caller gets
  * its own row.
  */
-import { nextTurn } from '../runtime/next-turn.ts';
-import type { HeadRunner } from '../runtime/ort-head-runner.ts';
-import type { Activations } from '../runtime/shard-executor.ts';
+import { nextTurn } from './next-turn.ts';
+import type { HeadRunner } from './ort-head-runner.ts';
+import type { Activations } from './shard-executor.ts';
 
 interface Waiting {
   readonly hidden: Activations;

@@ -15,8 +15,8 @@
  * while control messages (its `release`) still reach the peer, so its KV is freed.
  */
 import type { ControlMessage } from '../../shared/control.ts';
-import { untilAborted } from './abort.ts';
-import { LinkClosedError, type PeerLink } from './peer-link.ts';
+import { untilAborted } from '../runtime/abort.ts';
+import { LinkClosedError, type PeerLink } from '../runtime/peer-link.ts';
 
 /** The open leases of each shared link, and the links already closed (whose new leases end at once). */
 const openLeases = new WeakMap<PeerLink, Set<LeasedLink>>();

@@ -8,10 +8,10 @@ import type { LayerRange } from '../model/types.ts';
 import { ShardPeer } from '../peer/shard-peer.ts';
 import { InProcessLink } from '../runtime/in-process-link.ts';
 import { BatchingLink } from './batching-link.ts';
-import { LeasedLink } from '../runtime/leased-link.ts';
+import { LeasedLink } from './leased-link.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { ShardExecutor } from '../runtime/shard-executor.ts';
-import type { HopLease, RouteProvider } from './route-types.ts';
+import type { HopLease, RouteProvider } from './route-provider.ts';
 
 export class StaticRoute implements RouteProvider {
   constructor(private readonly hops: readonly { readonly peerId: string; readonly range: LayerRange; readonly link: PeerLink }[]) {}

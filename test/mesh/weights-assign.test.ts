@@ -11,8 +11,8 @@ import { parseControlMessage, serializeControlMessage, type AssignMessage } from
 import { ProtocolError } from '../../src/shared/protocol-error.ts';
 import { weightSpec, weightSpecName, type WeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
-import { Mesh } from '../../src/core/route/mesh.ts';
-import { RouteUnavailableError } from '../../src/core/route/route-errors.ts';
+import { Mesh } from '../../src/core/mesh/mesh.ts';
+import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { ShardExecutor } from '../../src/core/runtime/shard-executor.ts';
 import { WEIGHTS_FILE } from '../../src/core/model/shard-artifact.ts';

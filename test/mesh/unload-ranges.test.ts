@@ -16,9 +16,9 @@ import type { ControlMessage, StatsMessage } from '../../src/shared/control.ts';
 import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { tempDir } from '../engine/harness.ts';
 import { frameFor, storiesAssign, testActivations } from '../suites/peer-link.suite.ts';
-import { ManualClock } from './manual-clock.ts';
-import { deferred } from './peer-doubles.ts';
-import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
+import { ManualClock } from '../route/manual-clock.ts';
+import { deferred } from '../route/peer-doubles.ts';
+import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from '../route/route-harness.ts';
 
 let root: { dir: string; remove: () => Promise<void> };
 let ctx: StoriesContext;

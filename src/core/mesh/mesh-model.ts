@@ -1,0 +1,23 @@
+/**
+ * The MeshModel seam: what the mesh knows of the model it serves — what peers are told in
+ * `assign`, and what the planner budgets. src/node/mesh-model.ts builds it from a local
+ * checkpoint; tests build plain objects.
+ */
+import type { ShardConfigSummary } from '../../shared/control.ts';
+import type { WireDtype, WireWeights } from '../../shared/protocol.ts';
+import type { LayerRange } from '../model/types.ts';
+
+export interface MeshModel {
+  readonly modelKey: string;
+  readonly name: string;
+  readonly config: ShardConfigSummary;
+  readonly dtype: WireDtype;
+  /** The weight format every range is served in. */
+  readonly weights: WireWeights;
+  /** Packed weight bytes of one decoder layer in that format (what the planner budgets). */
+  readonly bytesPerLayer: number;
+  /** Packed weight bytes of the embedding and LM head the head holds (taken from its budget first). */
+  readonly headBytes?: number;
+  /** Where a peer fetches the artifact of a range (a path on the head's origin or a URL). */
+  artifactUrl(range: LayerRange): string;
+}

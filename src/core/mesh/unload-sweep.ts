@@ -1,0 +1,99 @@
+/**
+ * The unload sweep: a peer holds what the route needs, not every range it was ever given. A
+ * range that no plan uses any more (neither the plan over the peers that are up, nor the one
+ * that ignores quarantine), that no session holds a lease on and that is not loading, is
+ * unloaded from its peer once it has stayed so — no lease opened or closed on it, no change
+ * to the mesh — for the grace period. Without a plan nothing is unloaded: it may be needed
+ * when peers come back.
+ */
+import type { LayerRange } from '../model/types.ts';
+import type { Clock } from '../runtime/clock.ts';
+import { HeldRangeMap, type HeldRange } from './held-range.ts';
+import type { MeshPeer, Membership } from './membership.ts';
+import type { RangeLoader } from './range-loader.ts';
+
+export const DEFAULT_UNLOAD_GRACE_MS = 5000;
+
+export class UnloadSweep {
+  /** Open leases per held range: a leased range is in use whatever the plan says. */
+  private readonly leased = new HeldRangeMap<number>();
+  /** When each held range was last in use: loaded, leased or released, or in a plan at a sweep. */
+  private readonly lastUsed = new HeldRangeMap<number>();
+  private cancelSweep: (() => void) | undefined;
+  private sweepAt: number | undefined;
+
+  /** `planned()`: the held ranges the plans use now, or undefined when there is no plan. */
+  constructor(
+    private readonly clock: Clock,
+    private readonly graceMs: number,
+    private readonly membership: Membership,
+    private readonly loader: RangeLoader,
+    private readonly planned: () => HeldRangeMap<true> | undefined,
+  ) {}
+
+  /** `held` was used now (it loaded). */
+  touch(held: HeldRange): void {
+    this.lastUsed.set(held, this.clock.now());
+  }
+
+  /** `held` was unloaded. */
+  forget(held: HeldRange): void {
+    this.lastUsed.delete(held);
+  }
+
+  /** A lease on `held` opened; call the returned function when it closes. */
+  leaseOpened(held: HeldRange): () => void {
+    this.leased.set(held, (this.leased.get(held) ?? 0) + 1);
+    this.touch(held);
+    return () => {
+      this.touch(held);
+      const left = (this.leased.get(held) ?? 1) - 1;
+      if (left > 0) return void this.leased.set(held, left);
+      this.leased.delete(held);
+      this.schedule();
+    };
+  }
+
+  /**
+   * Look for unused ranges in `ms` (the grace period by default), unless a sweep is already due
+   * sooner. A pending sweep is not pushed back by new activity — under steady traffic, where a
+   * lease closes every moment, a stale range must still go — the sweep itself checks that each
+   * range it unloads was idle for the whole grace period, and comes back for those not yet due.
+   */
+  schedule(ms = this.graceMs): void {
+    const at = this.clock.now() + ms;
+    if (this.cancelSweep && this.sweepAt !== undefined && this.sweepAt <= at) return;
+    this.cancelSweep?.();
+    this.sweepAt = at;
+    this.cancelSweep = this.clock.setTimeout(() => {
+      this.cancelSweep = undefined;
+      this.sweepAt = undefined;
+      this.sweep();
+    }, ms);
+  }
+
+  /** Unload every range that is unused and was idle for the grace period; come back for the rest. */
+  private sweep(): void {
+    const now = this.clock.now();
+    const used = this.planned();
+    if (!used) return;
+    const due: [MeshPeer, LayerRange][] = [];
+    let nextDue = Infinity;
+    for (const peer of this.membership.peers) {
+      if (!this.loader.unloads(peer)) continue;
+      for (const range of peer.ranges) {
+        const held = { peerId: peer.id, range };
+        if (used.has(held) || this.leased.has(held) || this.loader.isLoading(held)) {
+          this.lastUsed.set(held, now);
+          continue;
+        }
+        const idleSince = Math.max(this.lastUsed.get(held) ?? now, this.membership.changedAt);
+        if (now - idleSince >= this.graceMs) due.push([peer, range]);
+        else nextDue = Math.min(nextDue, idleSince + this.graceMs);
+      }
+    }
+    this.lastUsed.retainPeers((id) => this.membership.get(id) !== undefined);
+    for (const [peer, range] of due) void this.loader.unload(peer, range);
+    if (nextDue < Infinity) this.schedule(Math.max(1, nextDue - now));
+  }
+}
