@@ -30,10 +30,8 @@ export function meshModel(model: LocalModel, name: string, dtype: WireDtype, wei
     modelKey: model.key,
     name,
     config: configSummary(model),
-    dtype,
-    weights,
+    artifacts: { dtype, weights, url: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype, weights)}` },
     bytesPerLayer: bytes({ kind: 'layers', range: { start: 0, end: 1 } }),
     headBytes: bytes({ kind: 'embedding' }) + bytes({ kind: 'head' }),
-    artifactUrl: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype, weights)}`,
   };
 }
