@@ -27,6 +27,8 @@ import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
+import { emitMoeBlock } from './moe/moe-graph.ts';
+import { moeLayerNames } from './moe/moe-names.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
@@ -206,6 +208,11 @@ export function appendDecoderLayers(
 
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
+    const moe = moeLayerNames(config, l);
+    if (moe) {
+      pending = emitMoeBlock(g, postNormed, config, l, moe, dtype, weights);
+      continue;
+    }
     const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
     let gate: string;
     let up: string;
