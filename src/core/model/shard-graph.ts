@@ -35,6 +35,7 @@ import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
 
+/** @deprecated import it from `./activations.ts`; this re-export goes once the branches in flight have merged (issue #21). */
 export type { ActivationDtype } from './activations.ts';
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
