@@ -72,11 +72,11 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   } catch (error) {
     throw mapError(error, errorContext);
   }
-  const { session, toolFormat } = completion;
+  const { session, toolFormat, toolCallsOnly } = completion;
   const format = (options.format ?? ((a: AnswerContext) => openAIFormat(request, a)))({
     tokenText: (id) => tokenizer.decode([id], { skipSpecialTokens: false }),
     telemetry: session.telemetry,
-    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens) } : {}),
+    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens, undefined, toolCallsOnly) } : {}),
   });
 
   if (!request.stream) {
