@@ -68,10 +68,10 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   } catch (error) {
     throw mapError(error, errorContext);
   }
-  const { session, toolFormat } = completion;
+  const { session, toolFormat, toolCallsOnly } = completion;
   const format = (options.format ?? ((a: AnswerContext) => openAIFormat(request, a)))({
     tokenText: (id) => tokenizer.decode([id], { skipSpecialTokens: false }),
-    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens) } : {}),
+    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens, undefined, toolCallsOnly) } : {}),
   });
 
   if (!request.stream) {

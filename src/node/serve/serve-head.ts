@@ -5,7 +5,7 @@
  */
 import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
-import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../core/model/activations.ts';
 import { resolveWeightSpec, weightSpecName, type WeightRequest } from '../../core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
