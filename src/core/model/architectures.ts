@@ -4,6 +4,8 @@
  * differently, a naming scheme); `parseModelConfig` and `openCheckpoint` read only this table.
  */
 import type { ModelConfig } from './types.ts';
+import type { MoeFamily } from './moe/moe-config.ts';
+import { moeTensorShapes } from './moe/moe-names.ts';
 
 /** How an architecture decides whether q/k/v projections carry biases. */
 type BiasRule = 'never' | 'always' | 'from-config'; // from-config: `attention_bias`, default false
@@ -27,6 +29,8 @@ export interface ArchitectureSpec {
   readonly gemma?: 2 | 3;
   /** The text model's config sits under `text_config` and its tensors under `language_model.model.` (Gemma3ForConditionalGeneration). */
   readonly textConfig?: boolean;
+  /** Sparse mixture-of-experts MLPs (moe/moe-config.ts). */
+  readonly moe?: MoeFamily;
 }
 
 export const ARCHITECTURES: readonly ArchitectureSpec[] = [
@@ -37,6 +41,9 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'Gemma2ForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'layer-types', ropeScalingTypes: [], gemma: 2 },
   { name: 'Gemma3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3 },
   { name: 'Gemma3ForConditionalGeneration', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3, textConfig: true },
+  { name: 'MixtralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [], moe: 'mixtral' },
+  { name: 'Qwen2MoeForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen2-moe' },
+  { name: 'Qwen3MoeForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen3-moe' },
 ];
 
 /** Names of the supported architectures, in table order. */
@@ -130,11 +137,10 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
     [names.postNorm, [hidden]],
     [names.preFeedforwardNorm, [hidden]],
     [names.postFeedforwardNorm, [hidden]],
-    [names.gateProj, [inter, hidden]],
-    [names.upProj, [inter, hidden]],
-    [names.downProj, [hidden, inter]],
   ];
-  return shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape }));
+  const moe = moeTensorShapes(config, layer); // a sparse layer has experts instead of one MLP
+  if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);
+  return [...shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape })), ...moe];
 }
 
 /** The embedding, final norm and (untied) LM head with their expected shapes. */

@@ -10,6 +10,7 @@ import { parseQuantizationConfig } from './quant/quant-config.ts';
 import { gemmaParts, gemmaTextFields } from './gemma/gemma-config.ts';
 import { ropeOf } from './rope-config.ts';
 import type { ModelConfig } from './types.ts';
+import { parseMoeConfig } from './moe/moe-config.ts';
 
 /**
  * Validates and normalizes a Hugging Face `config.json`.
@@ -48,6 +49,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const quantization = parseQuantizationConfig(file, top.json);
   const family = spec.gemma ? gemmaParts(fields, { ...spec, gemma: spec.gemma }, numLayers) : { rope: ropeOf(fields, spec) };
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
+  const moe = spec.moe ? parseMoeConfig(fields, spec.moe, numLayers) : undefined;
 
   return {
     architecture: spec.name,
@@ -69,6 +71,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
     ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
     eosTokenIds,
     ...(quantization ? { quantization } : {}),
+    ...(moe ? { moe } : {}),
   };
 }
 

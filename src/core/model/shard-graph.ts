@@ -30,11 +30,14 @@ import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
 import { layerAttention } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
+import { emitMoeBlock } from './moe/moe-graph.ts';
+import { moeLayerNames } from './moe/moe-names.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
 
+/** @deprecated import it from `./activations.ts`; this re-export goes once the branches in flight have merged (issue #21). */
 export type { ActivationDtype } from './activations.ts';
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
@@ -220,6 +223,11 @@ export function appendDecoderLayers(
     const mlpNorm = sandwich ? norm(names.preFeedforwardNorm!) : use(names.postNorm);
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnBlock, residual, mlpNorm], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
+    const moe = moeLayerNames(config, l);
+    if (moe) {
+      pending = emitMoeBlock(g, postNormed, config, l, moe, dtype, weights);
+      continue;
+    }
     const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
     let gate: string;
     let up: string;
