@@ -11,6 +11,8 @@
  */
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
 import { referenceMoeBlock } from './moe-forward.ts';
+import { referenceGptOssMoe, referenceWindow } from './gpt-oss-forward.ts';
+import { gptOssLayerNames } from '../../src/core/model/moe/gpt-oss-names.ts';
 import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
 
 /** Tensor source: Hugging Face tensor names, row-major float32, `[out, in]` for linear weights. */
@@ -140,8 +142,9 @@ function decoderLayer(
     perHeadRmsNorm(q, tensor(weights, `${p}self_attn.q_norm.weight`, headDim), headDim, eps);
     perHeadRmsNorm(k, tensor(weights, `${p}self_attn.k_norm.weight`, headDim), headDim, eps);
   }
-  rotateHalf(q, headDim, position, invFreq);
-  rotateHalf(k, headDim, position, invFreq);
+  const ropeScale = config.rope.yarn?.attentionFactor ?? 1; // YaRN scales cos and sin
+  rotateHalf(q, headDim, position, invFreq, ropeScale);
+  rotateHalf(k, headDim, position, invFreq, ropeScale);
   kv.append(layer, k, v);
   const { keys, values } = kv.entries(layer); // positions 0..position inclusive
   const context = new Float32Array(qSize); // [heads * headDim]
@@ -149,19 +152,22 @@ function decoderLayer(
   const scale = 1 / Math.sqrt(headDim);
   // Causal by construction: the cache holds only positions <= this one. A sliding window
   // (Mistral) keeps keys j with position - j < window, as transformers' mask does.
-  const first = config.slidingWindow === undefined ? 0 : Math.max(0, position - config.slidingWindow + 1);
+  const window = referenceWindow(config, layer); // gpt-oss: per layer
+  const first = window === undefined ? 0 : Math.max(0, position - window + 1);
+  const gptOss = gptOssLayerNames(config, layer);
+  const sinks = gptOss ? tensor(weights, gptOss.sinks, numHeads) : undefined; // gpt-oss: one more logit per head, dropped after the softmax
   const scores = new Float64Array(position + 1);
   for (let h = 0; h < numHeads; h++) {
     const qo = h * headDim;
     const ko = Math.floor(h / groupSize) * headDim; // grouped-query: kv head shared by groupSize query heads
-    let max = -Infinity;
+    let max = sinks ? sinks[h] : -Infinity;
     for (let j = first; j <= position; j++) {
       let dot = 0;
       for (let d = 0; d < headDim; d++) dot += q[qo + d] * keys[j][ko + d];
       scores[j] = dot * scale;
       if (scores[j] > max) max = scores[j];
     }
-    let sum = 0;
+    let sum = sinks ? Math.exp(sinks[h] - max) : 0;
     for (let j = first; j <= position; j++) sum += scores[j] = Math.exp(scores[j] - max);
     for (let d = 0; d < headDim; d++) {
       let acc = 0;
@@ -169,13 +175,13 @@ function decoderLayer(
       context[qo + d] = acc / sum;
     }
   }
-  const attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs); // [hidden]
+  const attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs, gptOss ? tensor(weights, gptOss.oBias, hs) : undefined); // [hidden]
   const mid = new Float32Array(hs);
   for (let i = 0; i < hs; i++) mid[i] = x[i] + attn[i];
 
   // MLP block: down(silu(gate(x)) * up(x)).
   const m = rmsNorm(mid, tensor(weights, `${p}post_attention_layernorm.weight`, hs), eps);
-  const moe = referenceMoeBlock(config, weights, layer, m); // a sparse layer (moe-forward.ts)
+  const moe = referenceMoeBlock(config, weights, layer, m) ?? referenceGptOssMoe(config, weights, layer, m); // a sparse layer
   if (moe) return mid.map((v, i) => v + moe[i]);
   const gate = linear(m, tensor(weights, `${p}mlp.gate_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
   const up = linear(m, tensor(weights, `${p}mlp.up_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
@@ -222,13 +228,13 @@ function perHeadRmsNorm(x: Float32Array, w: Float32Array, headDim: number, eps: 
 }
 
 /** Rotary "rotate half" in place on each head: [x1 cos - x2 sin, x2 cos + x1 sin]. */
-function rotateHalf(x: Float32Array, headDim: number, position: number, invFreq: Float64Array): void {
+function rotateHalf(x: Float32Array, headDim: number, position: number, invFreq: Float64Array, scale = 1): void {
   const half = headDim / 2;
   for (let o = 0; o < x.length; o += headDim) {
     for (let i = 0; i < half; i++) {
       const angle = Math.fround(position * Math.fround(invFreq[i]));
-      const cos = Math.fround(Math.cos(angle)); // fp32 tables, as ropeCaches and Hugging Face hold them
-      const sin = Math.fround(Math.sin(angle));
+      const cos = Math.fround(Math.fround(Math.cos(angle)) * Math.fround(scale)); // fp32 tables, as ropeCaches and Hugging Face hold them
+      const sin = Math.fround(Math.fround(Math.sin(angle)) * Math.fround(scale));
       const x1 = x[o + i];
       const x2 = x[o + half + i];
       x[o + i] = x1 * cos - x2 * sin;

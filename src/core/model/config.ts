@@ -7,6 +7,7 @@ import { findArchitecture, SUPPORTED_ARCHITECTURES, type ArchitectureSpec } from
 import { CheckpointError } from './checkpoint-error.ts';
 import { parseQuantizationConfig } from './quant/quant-config.ts';
 import { parseMoeConfig } from './moe/moe-config.ts';
+import { parseYarn } from './moe/yarn.ts';
 import type { ModelConfig, RopeConfig } from './types.ts';
 
 type Json = Record<string, unknown>;
@@ -112,7 +113,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const eosTokenIds = [...new Set([...fields.tokenIds('eos_token_id'), ...(generation?.tokenIds('eos_token_id') ?? [])])];
   const bosTokenId = fields.optionalTokenId('bos_token_id') ?? generation?.optionalTokenId('bos_token_id');
   const slidingWindow = slidingWindowOf(fields, spec, numLayers);
-  const quantization = parseQuantizationConfig(file, fields.json);
+  const quantization = spec.moe === 'gpt-oss' ? undefined : parseQuantizationConfig(file, fields.json); // gpt-oss: MXFP4, moe/gpt-oss-config.ts
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
   const moe = spec.moe ? parseMoeConfig(fields, spec.moe, numLayers) : undefined;
 
@@ -161,6 +162,7 @@ function ropeOf(fields: Fields, spec: ArchitectureSpec): RopeConfig {
   if (scaling === undefined) return { theta };
   const type = scaling.raw('rope_type') ?? scaling.raw('type') ?? 'default';
   if (type === 'default') return { theta };
+  if (type === 'yarn' && spec.ropeScalingTypes.includes('yarn')) return { theta, yarn: parseYarn(scaling, fields.positiveInt('max_position_embeddings')) };
   if (typeof type !== 'string' || !spec.ropeScalingTypes.includes(type)) {
     const supported = spec.ropeScalingTypes.length > 0 ? spec.ropeScalingTypes.join(', ') : 'none';
     scaling.fail('rope_type', `${JSON.stringify(type)} is not supported for ${spec.name} (supported: ${supported})`);

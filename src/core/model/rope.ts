@@ -4,9 +4,11 @@
  * pairs with i + headDim/2.
  */
 import type { RopeConfig } from './types.ts';
+import { yarnInverseFrequencies } from './moe/yarn.ts';
 
 /** Inverse frequencies `[headDim / 2]`, with `llama3` scaling applied when configured. */
 export function ropeInverseFrequencies(rope: RopeConfig, headDim: number): Float64Array {
+  if (rope.yarn) return yarnInverseFrequencies(rope.theta, headDim, rope.yarn);
   const half = headDim / 2;
   const inv = new Float64Array(half);
   for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(rope.theta, (2 * i) / headDim);
@@ -34,12 +36,13 @@ export function ropeCaches(rope: RopeConfig, headDim: number, positions: number)
   const half = headDim / 2;
   const cos = new Float32Array(positions * half);
   const sin = new Float32Array(positions * half);
+  const scale = rope.yarn?.attentionFactor ?? 1; // YaRN scales cos and sin (in float32, as Hugging Face)
   for (let p = 0; p < positions; p++) {
     for (let i = 0; i < half; i++) {
       // Angle in float32 like Hugging Face (position * inv_freq computed in fp32).
       const angle = Math.fround(p * Math.fround(inv[i]));
-      cos[p * half + i] = Math.cos(angle);
-      sin[p * half + i] = Math.sin(angle);
+      cos[p * half + i] = scale === 1 ? Math.cos(angle) : Math.fround(Math.cos(angle)) * Math.fround(scale);
+      sin[p * half + i] = scale === 1 ? Math.sin(angle) : Math.fround(Math.sin(angle)) * Math.fround(scale);
     }
   }
   return { cos, sin };

@@ -27,8 +27,8 @@ import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
-import { emitMoeBlock } from './moe/moe-graph.ts';
-import { moeLayerNames } from './moe/moe-names.ts';
+import { emitSparseMlp } from './moe/moe-graph.ts';
+import { gptOssAttention } from './moe/gpt-oss-graph.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
@@ -161,6 +161,7 @@ export function appendDecoderLayers(
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
+    const extra = gptOssAttention(g, config, l, weights); // sinks, sliding window, o_proj bias
     let normed: string;
     if (pending === undefined) {
       normed = g.op1('SimplifiedLayerNormalization', [residual, use(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
@@ -201,17 +202,17 @@ export function appendDecoderLayers(
     const newValue = batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
     const [attention] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
-      { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) } },
+      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar, ...(extra.sinks ? ['', '', '', '', extra.sinks] : [])],
+      { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) }, ...(extra.window !== undefined ? { local_window_size: extra.window } : {}) },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(batchedStream ? attention : g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
+    const attnOut = linear(batchedStream ? attention : g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj, extra.oBias);
 
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
-    const moe = moeLayerNames(config, l);
-    if (moe) {
-      pending = emitMoeBlock(g, postNormed, config, l, moe, dtype, weights);
+    const sparse = emitSparseMlp(g, postNormed, config, l, dtype, weights); // MoE (moe/)
+    if (sparse !== undefined) {
+      pending = sparse;
       continue;
     }
     const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
