@@ -13,7 +13,8 @@ type BiasRule = 'never' | 'always' | 'from-config'; // from-config: `attention_b
 type SlidingWindowRule =
   | 'none'
   | 'sliding-window' // `sliding_window` when not null (Mistral)
-  | 'use-sliding-window'; // `sliding_window` only when `use_sliding_window` is true (Qwen2/Qwen3)
+  | 'use-sliding-window' // `sliding_window` only when `use_sliding_window` is true (Qwen2/Qwen3)
+  | 'layer-types'; // `sliding_window` on the layers `layer_types` (or Gemma's pattern) names sliding
 
 /** One supported architecture, keyed by the `architectures[0]` name in config.json. */
 export interface ArchitectureSpec {
@@ -24,6 +25,12 @@ export interface ArchitectureSpec {
   readonly slidingWindow: SlidingWindowRule;
   /** `rope_scaling` types accepted besides none/`default`. */
   readonly ropeScalingTypes: readonly string[];
+  /** Gemma 2 / Gemma 3 (model/gemma/): parsed and built the Gemma way; absent: the Llama way. */
+  readonly gemma?: 2 | 3;
+  /** The text model's config sits under `text_config` and its tensors under `language_model.model.` (Gemma3ForConditionalGeneration). */
+  readonly textConfig?: boolean;
+  /** Phi-3 (model/phi3/): fused projections, partial rotary, longrope. */
+  readonly phi3?: boolean;
   /** Sparse mixture-of-experts MLPs (moe/moe-config.ts). */
   readonly moe?: MoeFamily;
 }
@@ -33,6 +40,10 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'MistralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen2ForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
+  { name: 'Phi3ForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: ['longrope'], phi3: true },
+  { name: 'Gemma2ForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'layer-types', ropeScalingTypes: [], gemma: 2 },
+  { name: 'Gemma3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3 },
+  { name: 'Gemma3ForConditionalGeneration', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3, textConfig: true },
   { name: 'MixtralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [], moe: 'mixtral' },
   { name: 'Qwen2MoeForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen2-moe' },
   { name: 'Qwen3MoeForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen3-moe' },
@@ -50,6 +61,10 @@ export function findArchitecture(name: string): ArchitectureSpec | undefined {
 /** Tensor names of one decoder layer. Optional names are absent when the config has no such tensor. */
 export interface LayerTensorNames {
   readonly inputNorm: string; //            [hidden]
+  /** Phi-3: q, k and v rows stacked [(numHeads + 2 numKvHeads) * headDim, hidden]; q/k/v names are then not in the checkpoint. */
+  readonly qkvProj?: string;
+  /** Phi-3: gate then up rows stacked [2 * intermediate, hidden]; gate/up names are then not in the checkpoint. */
+  readonly gateUpProj?: string;
   readonly qProj: string; //                [numHeads * headDim, hidden]
   readonly kProj: string; //                [numKvHeads * headDim, hidden]
   readonly vProj: string; //                [numKvHeads * headDim, hidden]
@@ -59,7 +74,9 @@ export interface LayerTensorNames {
   readonly vBias?: string; //               [numKvHeads * headDim] (attentionBias)
   readonly qNorm?: string; //               [headDim]              (qkNorm)
   readonly kNorm?: string; //               [headDim]              (qkNorm)
-  readonly postNorm: string; //    [hidden]
+  readonly postNorm: string; //             [hidden] post_attention_layernorm
+  readonly preFeedforwardNorm?: string; //  [hidden]               (Gemma)
+  readonly postFeedforwardNorm?: string; // [hidden]               (Gemma)
   readonly gateProj: string; //             [intermediate, hidden]
   readonly upProj: string; //               [intermediate, hidden]
   readonly downProj: string; //             [hidden, intermediate]
@@ -75,8 +92,9 @@ export interface HeadTensorNames {
 
 /** The tensor names of layer `layer` (0-based) for `config`'s architecture. */
 export function layerTensorNames(config: ModelConfig, layer: number): LayerTensorNames {
-  const p = `model.layers.${layer}`;
+  const p = `${config.tensorPrefix ?? 'model.'}layers.${layer}`;
   return {
+    ...(config.fusedProjections ? { qkvProj: `${p}.self_attn.qkv_proj.weight`, gateUpProj: `${p}.mlp.gate_up_proj.weight` } : {}),
     inputNorm: `${p}.input_layernorm.weight`,
     qProj: `${p}.self_attn.q_proj.weight`,
     kProj: `${p}.self_attn.k_proj.weight`,
@@ -87,6 +105,7 @@ export function layerTensorNames(config: ModelConfig, layer: number): LayerTenso
       : {}),
     ...(config.qkNorm ? { qNorm: `${p}.self_attn.q_norm.weight`, kNorm: `${p}.self_attn.k_norm.weight` } : {}),
     postNorm: `${p}.post_attention_layernorm.weight`,
+    ...(config.gemma ? { preFeedforwardNorm: `${p}.pre_feedforward_layernorm.weight`, postFeedforwardNorm: `${p}.post_feedforward_layernorm.weight` } : {}),
     gateProj: `${p}.mlp.gate_proj.weight`,
     upProj: `${p}.mlp.up_proj.weight`,
     downProj: `${p}.mlp.down_proj.weight`,
@@ -95,8 +114,10 @@ export function layerTensorNames(config: ModelConfig, layer: number): LayerTenso
 
 /** The embedding, final norm and LM head names for `config`. */
 export function headTensorNames(config: ModelConfig): HeadTensorNames {
-  const embedTokens = 'model.embed_tokens.weight';
-  return { embedTokens, finalNorm: 'model.norm.weight', lmHead: config.tieWordEmbeddings ? embedTokens : 'lm_head.weight' };
+  const prefix = config.tensorPrefix ?? 'model.';
+  const embedTokens = `${prefix}embed_tokens.weight`;
+  const lmHead = `${prefix.slice(0, -'model.'.length)}lm_head.weight`; // beside the `model.` part of the prefix
+  return { embedTokens, finalNorm: `${prefix}norm.weight`, lmHead: config.tieWordEmbeddings ? embedTokens : lmHead };
 }
 
 /** A tensor the model needs, with the shape it must have. */
@@ -115,9 +136,9 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
   const kv = config.numKvHeads * headDim;
   const shapes: [string | undefined, number[]][] = [
     [names.inputNorm, [hidden]],
-    [names.qProj, [q, hidden]],
-    [names.kProj, [kv, hidden]],
-    [names.vProj, [kv, hidden]],
+    ...(names.qkvProj
+      ? ([[names.qkvProj, [q + 2 * kv, hidden]]] as [string, number[]][])
+      : ([[names.qProj, [q, hidden]], [names.kProj, [kv, hidden]], [names.vProj, [kv, hidden]]] as [string, number[]][])),
     [names.oProj, [hidden, q]],
     [names.qBias, [q]],
     [names.kBias, [kv]],
@@ -125,9 +146,12 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
     [names.qNorm, [headDim]],
     [names.kNorm, [headDim]],
     [names.postNorm, [hidden]],
+    [names.preFeedforwardNorm, [hidden]],
+    [names.postFeedforwardNorm, [hidden]],
   ];
   const moe = moeTensorShapes(config, layer); // a sparse layer has experts instead of one MLP
-  if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);
+  if (moe.length === 0 && names.gateUpProj) shapes.push([names.gateUpProj, [2 * inter, hidden]], [names.downProj, [hidden, inter]]);
+  else if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);
   return [...shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape })), ...moe];
 }
 

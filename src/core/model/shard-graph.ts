@@ -22,14 +22,16 @@
  * Hugging Face's [out, in] weights, or MatMulNBits over block-quantized ones
  * (onnx/linear-ops.ts), as the weight format says.
  */
-import { GraphBuilder } from './onnx/graph-builder.ts';
+import { GraphBuilder, type Attrs } from './onnx/graph-builder.ts';
 import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
+import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
+import { layerAttention } from './layer-attention.ts';
+import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
 import { emitSparseMlp } from './moe/moe-graph.ts';
 import { gptOssAttention } from './moe/gpt-oss-graph.ts';
-import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
@@ -138,10 +140,9 @@ export function appendDecoderLayers(
 ): string {
   const { numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
   const use = (name: string) => g.initializer(weights.tensor(name));
-  const positions = rotaryPositions(config);
-  const caches = ropeCaches(config.rope, D, positions);
-  const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
-  const sin = g.initializer(floatInitializer('rotary_sin', [positions, D / 2], caches.sin, dtype));
+  const t = onnxType(dtype);
+  const tables = rotaryTables(g, config, dtype);
+  const norm = (name: string) => (config.gemma ? plusOne(g, use(name), t) : use(name));
 
   const batchedStream = sequence.batched === true;
   const linear = (x: string, w: string, b?: string) => {
@@ -151,30 +152,43 @@ export function appendDecoderLayers(
   };
   const headNorm = (x: string, heads: number, w: string) => {
     const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
-    const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });
+    const normed = g.op1('SimplifiedLayerNormalization', [perHead, norm(w)], { axis: -1, epsilon: eps, stash_type: 1 });
     if (!batchedStream) return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
     return g.op1('Reshape', [normed, sequence.rows ? g.op1('Concat', [sequence.rows, g.int64([heads * D])], { axis: 0 }) : g.int64([1, -1, heads * D])]);
   };
 
   let residual = sequence.residual;
   const { positionIds, seqlensK, totalScalar, rows } = sequence;
+  // Partial rotary (Phi-3): only the first rotaryDim dimensions of each head turn.
+  const partial: Attrs = config.rotaryDim !== undefined ? { rotary_embedding_dim: config.rotaryDim } : {};
+  // longrope: the table holds the short factors' rows, then the long factors'; an entry whose
+  // sequence (past + new) is longer than the original context reads the long rows.
+  const longrope = config.rope.longrope;
+  const ropePositions = longrope
+    ? g.op1('Add', [positionIds, g.op1('Mul', [g.op1('Unsqueeze', [g.op1('Cast', [g.op1('Greater', [seqlensK, g.int32([longrope.originalMaxPositionEmbeddings - 1])])], { to: OnnxType.INT64 }), g.int64([1])]), g.int64([rotaryPositions(config)])])])
+    : positionIds;
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
-    const extra = gptOssAttention(g, config, l, weights); // sinks, sliding window, o_proj bias
+    const attention = layerAttention(config, l);
+    const { cos, sin } = attention.localRope ? tables.local! : tables.global;
+    const extra = gptOssAttention(g, config, l, weights); // gpt-oss: sinks, sliding window, o_proj bias
     let normed: string;
     if (pending === undefined) {
-      normed = g.op1('SimplifiedLayerNormalization', [residual, use(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
+      normed = g.op1('SimplifiedLayerNormalization', [residual, norm(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
     } else {
-      [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, use(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
+      [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, norm(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
     }
 
     // Quantized: q, k and v as one MatMulNBits (rows stacked), then split (fewer, larger ops).
-    const qkv = batchedStream ? weights.linearGroup([names.qProj, names.kProj, names.vProj], [names.qBias, names.kBias, names.vBias]) : undefined;
+    const qkv = batchedStream && !names.qkvProj ? weights.linearGroup([names.qProj, names.kProj, names.vProj], [names.qBias, names.kBias, names.vBias]) : undefined;
     let q: string;
     let k: string;
     let v: string;
-    if (qkv) {
+    if (names.qkvProj) {
+      // Phi-3's fused weight as it is: one linear, then split.
+      [q, k, v] = g.op('Split', [linear(normed, names.qkvProj), g.int64([numHeads * D, numKvHeads * D, numKvHeads * D])], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
+    } else if (qkv) {
       const stacked = emitLinear(g, normed, qkv.weight, qkv.bias ? g.initializer(qkv.bias) : undefined);
       [q, k, v] = g.op('Split', [stacked, g.int64(qkv.sizes)], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
     } else {
@@ -197,31 +211,72 @@ export function appendDecoderLayers(
           : g.op1('Reshape', [x, g.op1('Concat', [rows, g.int64([heads * D])], { axis: 0 })], {}, { output });
     // Rotary as its own op: GroupQueryAttention's built-in rotary needs headDim % 16 == 0.
     const rotary = (x: string, heads: number, output?: string) =>
-      g.op1('RotaryEmbedding', [batched(x, heads), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft', output });
+      g.op1('RotaryEmbedding', [batched(x, heads), ropePositions, cos, sin], { interleaved: 0, num_heads: heads, ...partial }, { domain: 'com.microsoft', output });
     const newKey = rotary(k, numKvHeads, sequence.newKv ? newKeyName(l) : undefined);
     const newValue = batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
-    const [attention] = g.op(
+    // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
+    const [attended] = g.op(
       'GroupQueryAttention',
       [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar, ...(extra.sinks ? ['', '', '', '', extra.sinks] : [])],
-      { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) }, ...(extra.window !== undefined ? { local_window_size: extra.window } : {}) },
+      {
+        num_heads: numHeads,
+        kv_num_heads: numKvHeads,
+        scale: { float: attention.scale },
+        ...(attention.window !== undefined ? { local_window_size: attention.window } : {}),
+        ...(extra.window !== undefined ? { local_window_size: extra.window } : {}),
+        ...(attention.softcap !== undefined ? { softcap: { float: attention.softcap } } : {}),
+      },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(batchedStream ? attention : g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj, extra.oBias);
+    const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj, extra.oBias);
 
-    const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
+    // Gemma norms the attention output itself, then again before the MLP (pre_feedforward).
+    const sandwich = names.preFeedforwardNorm !== undefined;
+    const attnBlock = sandwich ? g.op1('SimplifiedLayerNormalization', [attnOut, norm(names.postNorm)], { axis: -1, epsilon: eps, stash_type: 1 }) : attnOut;
+    const mlpNorm = sandwich ? norm(names.preFeedforwardNorm!) : use(names.postNorm);
+    const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnBlock, residual, mlpNorm], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
     const sparse = emitSparseMlp(g, postNormed, config, l, dtype, weights); // MoE (moe/)
     if (sparse !== undefined) {
       pending = sparse;
       continue;
     }
-    const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
+    const gateUp = batchedStream && !names.gateUpProj ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
     let gate: string;
     let up: string;
-    if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
+    if (names.gateUpProj) [gate, up] = g.op('Split', [linear(postNormed, names.gateUpProj), g.int64([config.intermediateSize, config.intermediateSize])], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
+    else if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
     else [gate, up] = [linear(postNormed, names.gateProj), linear(postNormed, names.upProj)];
-    const silu = g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
-    pending = linear(g.op1('Mul', [silu, up]), names.downProj);
+    const activated = config.gemma ? geluTanh(g, gate, t) : g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
+    const down = linear(g.op1('Mul', [activated, up]), names.downProj);
+    pending = sandwich ? g.op1('SimplifiedLayerNormalization', [down, norm(names.postFeedforwardNorm!)], { axis: -1, epsilon: eps, stash_type: 1 }) : down;
   }
   return g.op1('Add', [pending!, residual]);
+}
+
+/** The rotary cos/sin caches `[positions, rotaryDim / 2]`: the global layers', and the local layers' when they differ. */
+function rotaryTables(g: GraphBuilder, config: ModelConfig, dtype: ActivationDtype) {
+  const positions = rotaryPositions(config);
+  const dim = config.rotaryDim ?? config.headDim;
+  const table = (rope: RopeConfig, name: string) => {
+    const caches = ropeCaches(rope, dim, positions);
+    if (rope.longrope) {
+      const long = ropeCaches(rope, dim, positions, 'long');
+      const rows = (a: Float32Array, b: Float32Array) => {
+        const both = new Float32Array(a.length + b.length);
+        both.set(a);
+        both.set(b, a.length);
+        return both;
+      };
+      return {
+        cos: g.initializer(floatInitializer(`${name}_cos`, [2 * positions, dim / 2], rows(caches.cos, long.cos), dtype)),
+        sin: g.initializer(floatInitializer(`${name}_sin`, [2 * positions, dim / 2], rows(caches.sin, long.sin), dtype)),
+      };
+    }
+    return {
+      cos: g.initializer(floatInitializer(`${name}_cos`, [positions, dim / 2], caches.cos, dtype)),
+      sin: g.initializer(floatInitializer(`${name}_sin`, [positions, dim / 2], caches.sin, dtype)),
+    };
+  };
+  return { global: table(config.rope, 'rotary'), ...(config.localRope ? { local: table(config.localRope, 'rotary_local') } : {}) };
 }
