@@ -21,6 +21,7 @@ import { HEAD_PEER_ID } from '../../core/mesh/plan-route.ts';
 import { Completions } from '../../core/route/completions.ts';
 import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
 import { warmUp } from '../../core/mesh/warm-up.ts';
+import type { QuarantinePolicy } from '../../core/mesh/quarantine.ts';
 import { loadXGrammar } from '../xgrammar-node.ts';
 import { HopVerifier, type VerifyResult } from '../../core/route/verify-hop.ts';
 import type { Rng } from '../../core/sampling/rng.ts';
@@ -72,6 +73,10 @@ export interface HeadOptions {
   readonly clientError?: (error: NodeJS.ErrnoException) => string | undefined;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** The cold-start deadline of a range's warm-up frame, ms (default 60 s). */
+  readonly warmUpTimeoutMs?: number;
+  /** Quarantine back-off of hung or faulty peers (default DEFAULT_QUARANTINE). */
+  readonly quarantine?: QuarantinePolicy;
   readonly log?: (line: string) => void;
   /** The session table: admission, --min-peers, deadlines, accounting. */
   readonly sessions?: HeadSessionOptions;
@@ -102,8 +107,10 @@ export interface HeadSessionOptions {
   readonly minPeers?: number;
   /** …for at most this long (`--peer-wait`, default 60 s), then get a 503. */
   readonly peerWaitMs?: number;
-  /** Floor of every hop's deadline (`--hop-timeout`, default 5 s). */
+  /** Ceiling of every hop's adaptive deadline (`--hop-timeout`, default 5 s). */
   readonly hopTimeoutMs?: number;
+  /** Floor of the adaptive deadline (default DEADLINE_FLOOR_MS, 1 s). */
+  readonly hopFloorMs?: number;
   readonly observer?: SessionObserver;
   /** `--verify`: the share of hop steps checked against a replay elsewhere (0 or absent: none). */
   readonly verifyFraction?: number;
@@ -187,7 +194,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const drafters = new Drafters(draftModel);
   const speculateMode = spec.mode ?? (draftModel ? 'draft' : 'ngram');
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, batching: options.batching });
+  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, warmUpTimeoutMs: options.warmUpTimeoutMs, quarantine: options.quarantine, hopTimeoutMs: options.sessions?.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, batching: options.batching });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
@@ -207,7 +214,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       route: mesh,
       vocabSize: model.checkpoint.config.vocabSize,
       tokenizer: options.tokenizer,
-      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, prefillChunk: spec.prefillChunk },
+      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, hopFloorMs: s.hopFloorMs, prefillChunk: spec.prefillChunk },
       drafters,
       prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
       verifier,
