@@ -3,8 +3,10 @@
  * they import no Node built-ins, no onnxruntime runtime package, no server framework and
  * no crossws adapter. Runtimes are injected through seams instead (docs/architecture.md).
  *
- * Folders also depend one way (the direction table below: no cycles between folders), the
- * OpenAI edge imports no package at all, and the route's pure decisions import only types.
+ * Folders also depend one way (the direction table below: no cycles between folders), no
+ * file reaches itself through its imports (type imports count: a circle is one to a reader
+ * too), the OpenAI edge imports no package at all, and the route's pure decisions import only
+ * types.
  *
  * Imports are found with the TypeScript parser (not regular expressions), so multi-line
  * imports, re-exports, dynamic `import()`, `require()` and `import('x').T` types all count.
@@ -179,10 +181,12 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/node/net': BELOW_NODE,
   'src/node/metrics': BELOW_NODE,
   'src/node/openai': BELOW_NODE,
+  // Ollama's API: translation to the OpenAI edge's requests (its parsers and refusals reused).
+  'src/node/ollama': [...BELOW_NODE, 'src/node/openai'],
   'src/node/models': [...BELOW_NODE, 'src/node'],
   'src/node/peer': [...BELOW_NODE, 'src/node', 'src/node/net'],
   'src/node/head': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/peer', 'src/node/models'],
-  'src/node/http': [...BELOW_NODE, 'src/node', 'src/node/head', 'src/node/metrics', 'src/node/openai'],
+  'src/node/http': [...BELOW_NODE, 'src/node', 'src/node/head', 'src/node/metrics', 'src/node/openai', 'src/node/ollama'],
   'src/node/serve': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http'],
   'src/node/cli': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http', 'src/node/serve'],
   // startHead / startPeer for programs that embed meshnet: `meshnet serve` and `meshnet peer` as functions.
@@ -191,11 +195,74 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'apps/dashboard': ['src/shared'],
 };
 
+/** Node files that import core only through `src/core/index.ts` (no deep imports). */
+const THROUGH_CORE_INDEX = ['src/node/head/head-node.ts'];
+
 /** Mesh and route decisions that are pure functions over plain data: only sibling values, type imports otherwise. */
 const PURE_DECISIONS = [
   ...['assign-layers.ts', 'plan-route.ts', 'plan-error.ts', 'hop-latency.ts', 'head-layers.ts', 'held-range.ts'].map((f) => `src/core/mesh/${f}`),
   ...['backoff.ts', 'hop-history.ts'].map((f) => `src/core/route/${f}`),
 ];
+
+/**
+ * The import circles of a file graph: one per group of files that reach each other, each
+ * as the trail `a → b → … → a` from its first file (in the graph's order). Tarjan's strongly
+ * connected components; a file importing itself is a circle too.
+ */
+function importCircles(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const groups: string[][] = [];
+  const connect = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    onStack.add(file);
+    for (const next of graph.get(file) ?? []) {
+      if (!graph.has(next)) continue;
+      if (!index.has(next)) {
+        connect(next);
+        low.set(file, Math.min(low.get(file)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(file, Math.min(low.get(file)!, index.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const group: string[] = [];
+    let member: string;
+    do {
+      member = stack.pop()!;
+      onStack.delete(member);
+      group.push(member);
+    } while (member !== file);
+    if (group.length > 1 || graph.get(file)!.includes(file)) groups.push(group);
+  };
+  for (const file of graph.keys()) if (!index.has(file)) connect(file);
+  // One trail per group: a shortest way back to the group's first file (breadth-first inside it).
+  return groups.map((group) => {
+    const members = new Set(group);
+    const start = [...graph.keys()].find((file) => members.has(file))!;
+    const previous = new Map<string, string>();
+    const queue = [start];
+    let last: string | undefined;
+    while (queue.length > 0 && last === undefined) {
+      const file = queue.shift()!;
+      for (const next of graph.get(file) ?? []) {
+        if (next === start) {
+          last = file;
+          break;
+        }
+        if (members.has(next) && !previous.has(next)) {
+          previous.set(next, file);
+          queue.push(next);
+        }
+      }
+    }
+    const trail = [start];
+    for (let file = last!; file !== start; file = previous.get(file)!) trail.splice(1, 0, file);
+    return [...trail, start].join(' → ');
+  });
+}
 
 const ALL_FILES = ['src', 'apps/dashboard/src'].flatMap((dir) => tsFiles(path.join(ROOT, dir))).map((f) => path.relative(ROOT, f).split(path.sep).join('/'));
 const EDGES = ALL_FILES.flatMap((file) => importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')));
@@ -246,6 +313,29 @@ describe('folders depend one way', () => {
     for (const folder of Object.keys(ALLOWED)) visit(folder, []);
     expect(cycle).toEqual([]);
     for (const targets of Object.values(ALLOWED)) for (const target of targets) expect(ALLOWED).toHaveProperty([target]);
+  });
+
+  it('no import circle between files (type imports included)', () => {
+    const graph = new Map<string, string[]>(ALL_FILES.map((file) => [file, []]));
+    for (const edge of EDGES) if (edge.target && graph.has(edge.target)) graph.get(edge.file)!.push(edge.target);
+    expect([...graph.values()].flat().length).toBeGreaterThan(200); // the edges resolved to files
+    expect(importCircles(graph)).toEqual([]);
+  });
+
+  it('the circle finder finds circles and only circles', () => {
+    const graph = (edges: Record<string, string[]>) => new Map(Object.entries(edges));
+    expect(importCircles(graph({ a: ['b', 'c'], b: ['c'], c: [] }))).toEqual([]); // a diamond is no circle
+    expect(importCircles(graph({ a: ['b'], b: ['a'] }))).toEqual(['a → b → a']);
+    expect(importCircles(graph({ a: ['a'] }))).toEqual(['a → a']);
+    expect(importCircles(graph({ x: ['a'], a: ['b'], b: ['c', 'd'], c: ['a'], d: [] }))).toEqual(['a → b → c → a']);
+    expect(importCircles(graph({ a: ['b'], b: ['a'], c: ['d'], d: ['e'], e: ['c'] }))).toEqual(['a → b → a', 'c → d → e → c']);
+    expect(importCircles(graph({ a: ['b', 'outside'], b: [] }))).toEqual([]); // edges out of the graph are not followed
+  });
+
+  it("the head's engine side takes core through its one door, src/core/index.ts", () => {
+    const deep = EDGES.filter((e) => THROUGH_CORE_INDEX.includes(e.file) && e.target?.startsWith('src/core/') && e.target !== 'src/core/index.ts');
+    expect(EDGES.some((e) => THROUGH_CORE_INDEX.includes(e.file) && e.target === 'src/core/index.ts')).toBe(true);
+    expect(deep.map((e) => `${e.file}:${e.line} imports ${e.specifier}`)).toEqual([]);
   });
 
   it('src/node/openai is pure translation: relative imports only (no server framework, no Node built-ins)', () => {

@@ -17,7 +17,7 @@ import type { Checkpoint } from '../core/model/checkpoint.ts';
 import { parseShardManifest } from '../core/model/manifest-parse.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
 import { buildShardArtifact, partName, shardWeightChunks, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
-import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../core/model/activations.ts';
 import { WEIGHTS_FILE } from '../core/model/shard-artifact.ts';
 import { meshnetHome } from './meshnet-home.ts';
 

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { openCheckpoint, type Checkpoint } from '../core/model/checkpoint.ts';
 import { modelKey } from '../core/model/model-key.ts';
-import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../core/model/activations.ts';
 import { asWeightSpec, type WeightFormat, type WeightSpec } from '../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../core/model/tokenizer.ts';
 import type { LayerRange } from '../core/model/types.ts';

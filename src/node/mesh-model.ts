@@ -3,6 +3,7 @@ import type { ShardConfigSummary } from '../shared/control.ts';
 import type { WireDtype } from '../shared/protocol.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
 import { partName, partWeightBytes } from '../core/model/shard-artifact.ts';
+import { largestLayerBytes } from '../core/model/moe/layer-bytes.ts';
 import type { MeshModel } from '../core/mesh/mesh-model.ts';
 import type { LocalModel } from './local-model.ts';
 
@@ -32,7 +33,7 @@ export function meshModel(model: LocalModel, name: string, dtype: WireDtype, wei
     config: configSummary(model),
     dtype,
     weights,
-    bytesPerLayer: bytes({ kind: 'layers', range: { start: 0, end: 1 } }),
+    bytesPerLayer: largestLayerBytes(config, tensors, dtype, weights), // a MoE layer with all its experts
     headBytes: bytes({ kind: 'embedding' }) + bytes({ kind: 'head' }),
     artifactUrl: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype, weights)}`,
   };

@@ -6,7 +6,7 @@ import * as ortNode from 'onnxruntime-node';
 import { providersFor, type DeviceTable } from '../core/runtime/devices.ts';
 import type { OrtModule } from '../core/runtime/ort-session.ts';
 import type { OrtLoaderOptions } from '../core/runtime/ort-loader.ts';
-import type { ActivationDtype } from '../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../core/model/activations.ts';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { WEIGHTS_FILE } from '../core/model/shard-artifact.ts';

@@ -10,18 +10,19 @@
  */
 import { FieldReader, isPlainObject } from './control-fields.ts';
 import { ProtocolError } from './protocol-error.ts';
+import type { AuthenticatedMessage, AuthenticateMessage, ChainedMessage, ChainMessage, ChallengeMessage, Correlated } from './link-messages.ts';
 import { isErrorCode, WIRE_WEIGHT_FORMATS, type ErrorCode, type LayerRange, type ProtocolVersion, type WireDtype, type WireWeightFormat, type WireWeights } from './protocol.ts';
+
+export type { AuthenticatedMessage, AuthenticateMessage, ChainedMessage, ChainMessage, ChallengeMessage } from './link-messages.ts';
 
 /** Longest control message text accepted, in UTF-16 code units. */
 export const MAX_CONTROL_MESSAGE_CHARS = 64 * 1024;
 const PEER_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Nonces and proofs of the direct-link handshake: 32 bytes as 64 lowercase hex digits. */
 const HEX_256 = /^[0-9a-f]{64}$/;
+/** A `ws://` or `wss://` URL (a peer's listen URL). */
+const WS_URL = /^wss?:\/\/[^\s/?#]+[^\s]*$/;
 
-interface Correlated {
-  /** Correlation id: a response carries its request's id. At most 128 characters. */
-  readonly id?: string;
-}
 
 /** A WebGPU adapter as `GPUAdapterInfo` reports it (browser peers and Node WebGPU). */
 export interface AdapterInfo {
@@ -172,31 +173,6 @@ export interface StatsMessage extends Correlated {
   readonly prefixHits?: number;
   readonly prefixEvictions?: number;
 }
-/**
- * Direct-link handshake (protocol 2): the head dials a peer's listen URL with no secret in
- * the URL or headers; the peer's first message is a `challenge`, the head answers
- * `authenticate` (proof that it holds the join token, bound to both nonces and the peer id),
- * the peer answers `authenticated` (its own proof) and only then serves the socket. Proofs
- * are HMAC-SHA256 (hex); `src/core/peer/direct-auth.ts` computes and checks them.
- */
-export interface ChallengeMessage extends Correlated {
-  readonly kind: 'challenge';
-  /** 32 random bytes, hex. */
-  readonly nonce: string;
-}
-/** Head → peer: answers `challenge`; `nonce` is the head's own, for the peer's proof. */
-export interface AuthenticateMessage extends Correlated {
-  readonly kind: 'authenticate';
-  /** The peer the head means to reach (it joined under this id). */
-  readonly peerId: string;
-  readonly nonce: string;
-  readonly proof: string;
-}
-/** Peer → head: the head's proof checked; here is the peer's. The link is up. */
-export interface AuthenticatedMessage extends Correlated {
-  readonly kind: 'authenticated';
-  readonly proof: string;
-}
 /** Liveness; `t` is the sender's clock in milliseconds, echoed by `pong`. */
 export interface PingMessage extends Correlated {
   readonly kind: 'ping';
@@ -224,7 +200,9 @@ export type ControlMessage =
   | PongMessage
   | ChallengeMessage
   | AuthenticateMessage
-  | AuthenticatedMessage;
+  | AuthenticatedMessage
+  | ChainMessage
+  | ChainedMessage;
 export type ControlKind = ControlMessage['kind'];
 
 type Reader = (r: FieldReader) => Omit<ControlMessage, 'kind' | 'id'>;
@@ -236,7 +214,7 @@ const readers: Record<ControlKind, Reader> = {
     executionProvider: r.string('executionProvider', { maxChars: 64 }),
     memoryBudgetBytes: r.integer('memoryBudgetBytes'),
     joinToken: r.optional('joinToken', (f) => r.string(f, { maxChars: 512 })),
-    listenUrl: r.optional('listenUrl', (f) => r.string(f, { pattern: /^wss?:\/\/[^\s/?#]+[^\s]*$/ })),
+    listenUrl: r.optional('listenUrl', (f) => r.string(f, { pattern: WS_URL })),
     peerId: r.string('peerId', { pattern: PEER_ID }),
     adapter: r.optional('adapter', (f) => {
       const a = r.object(f);
@@ -317,7 +295,23 @@ const readers: Record<ControlKind, Reader> = {
   ping: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
   pong: (r) => ({ t: r.number('t', -Number.MAX_VALUE) }),
   challenge: (r) => ({ nonce: r.string('nonce', { pattern: HEX_256 }) }),
-  authenticate: (r) => ({ peerId: r.string('peerId', { pattern: PEER_ID }), nonce: r.string('nonce', { pattern: HEX_256 }), proof: r.string('proof', { pattern: HEX_256 }) }),
+  authenticate: (r) => ({
+    peerId: r.string('peerId', { pattern: PEER_ID }),
+    from: r.optional('from', (f) => r.string(f, { pattern: PEER_ID })),
+    nonce: r.string('nonce', { pattern: HEX_256 }),
+    proof: r.string('proof', { pattern: HEX_256 }),
+  }),
+  chain: (r) => ({
+    sessionId: r.sessionId('sessionId'),
+    range: r.range('range'),
+    from: r.string('from', { pattern: PEER_ID }),
+    to: r.optional('to', (f) => {
+      const t = r.object(f);
+      const url = t.optional('url', (g) => t.string(g, { pattern: WS_URL }));
+      return { peerId: t.string('peerId', { pattern: PEER_ID }), range: t.range('range'), ...(url !== undefined && { url }) };
+    }),
+  }),
+  chained: (r) => ({ sessionId: r.sessionId('sessionId'), range: r.range('range') }),
   authenticated: (r) => ({ proof: r.string('proof', { pattern: HEX_256 }) }),
 };
 

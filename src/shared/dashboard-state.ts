@@ -5,10 +5,9 @@
  * reducer, so a snapshot followed by events gives the same state on both sides.
  *
  * Times are milliseconds since the epoch on the head's clock; durations are milliseconds.
+ * The browser's check of an arriving event, `parseMeshEvent`, is in `dashboard-events.ts`.
  */
 import type { LayerRange, WireDtype } from './protocol.ts';
-
-export { MESH_EVENT_KINDS, parseMeshEvent } from './dashboard-events.ts';
 
 /** Finished sessions kept, newest first. */
 export const FINISHED_SESSIONS_CAP = 50;

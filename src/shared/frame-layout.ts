@@ -24,8 +24,12 @@
  *      +---------------------------------------------------------------+
  * ```
  *
- * - kind: 1 prefill, 2 decode, 3 result. Errors are not frames: a hop that fails answers with
- *   an `error` control message carrying the frame's request id.
+ * - kind: 1 prefill, 2 decode, 3 result; 6 chain (protocol 3.2: run, copy the output to the
+ *   head, forward it to the next hop the head named for the session; a start position of 0 is a
+ *   prefill), 7 copy (a hop's output, sent to the head: its own range, the chain frame's request
+ *   id and start). Kinds 4 and 5 are batched frames (batch-frame-codec.ts). Errors are not
+ *   frames: a hop that fails answers with an `error` control message carrying the frame's
+ *   request id.
  * - dtype: 1 fp32 (4 bytes/value), 2 fp16 (2 bytes/value, IEEE half bits).
  * - session id: the UUID's 16 bytes in the order its hex digits are written
  *   (`1b4e28ba-…` → 0x1b 0x4e 0x28 0xba …), decoded to canonical lowercase.
@@ -64,9 +68,9 @@ export const FRAME_PREFIX_BYTES = 6;
 export const FRAME_VERSION = PROTOCOL_VERSION;
 
 /** What a frame asks for or answers. */
-export type FrameKind = 'prefill' | 'decode' | 'result';
+export type FrameKind = 'prefill' | 'decode' | 'result' | 'chain' | 'copy';
 
-export const FRAME_KIND_CODES = { prefill: 1, decode: 2, result: 3 } as const satisfies Record<FrameKind, number>;
+export const FRAME_KIND_CODES = { prefill: 1, decode: 2, result: 3, chain: 6, copy: 7 } as const satisfies Record<FrameKind, number>;
 export const FRAME_DTYPE_CODES = { fp32: 1, fp16: 2 } as const satisfies Record<WireDtype, number>;
 /** Bytes per activation value. */
 export const FRAME_ITEM_BYTES = { fp32: 4, fp16: 2 } as const satisfies Record<WireDtype, number>;

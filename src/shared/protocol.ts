@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 3, minor: 1 } as const;
+export const PROTOCOL_VERSION = { major: 3, minor: 2 } as const;
 
 /**
  * The first minor version (of major 3) whose peers keep the position rule (3.1): a frame
@@ -19,6 +19,14 @@ export const PROTOCOL_VERSION = { major: 3, minor: 1 } as const;
  * at a time. A head sends speculative steps only to peers that announced at least this.
  */
 export const POSITION_RULE_MINOR = 1;
+
+/**
+ * The first minor version (of major 3) whose peers run chained routes (3.2): `chain` /
+ * `chained` control messages, chain (6) and copy (7) frames, peer-to-peer links. A head
+ * chains only through peers that announced at least this; a 3.1 peer refuses a chain frame
+ * (`unknown_kind`) and a `chain` message (`unknown_kind`), so it can only ever be sent star frames.
+ */
+export const CHAIN_MINOR = 2;
 
 /*
  * Protocol history (version → what changed):
@@ -57,6 +65,23 @@ export const POSITION_RULE_MINOR = 1;
  *   with past context: a 3.0 peer failed two such entries batched together). No header
  *   change. A head speculates only through peers that announced 3.1 (`POSITION_RULE_MINOR`);
  *   pipelined prefill needs no rollback and runs through any 3.x.
+ * - 3.2 (issue 25): chained routes, activations peer to peer. `chain` (head → peer, on the
+ *   head's own link; answered `chained`) names, for one session and one range of the peer,
+ *   who may send it chain frames (`from`: the head, or the previous hop's peer id) and where
+ *   its output goes next (`to`: the next hop's peer id, range and, for a direct link, the URL
+ *   the head knows it by; absent: back to the head). A peer dials only a `to.url` the head
+ *   named in a `chain` message, never an address from a frame. Frame kind 6 (`chain`): the
+ *   same 48-byte header as a prefill/decode, "run, then forward": the peer runs it, sends the
+ *   head a copy (kind 7, `copy`: its output, same request id, its own range) and — unless it is
+ *   the segment's last hop — forwards its output as a chain frame for the next range over the
+ *   peer-to-peer link. The head pairs copies by request id and range: it records every hop's
+ *   input as before (history and repair unchanged); the last hop's copy is the step's answer.
+ *   A hop that refuses or fails a chain frame reports an `error` (session and request id) to
+ *   the head. Peer-to-peer links are authenticated like the head's: `authenticate.from` names
+ *   the dialling peer, and its proof (label `hop`) covers both ids and both nonces. A chain
+ *   frame is accepted only from the sender `chain.from` names for its session and range.
+ *   Minor, because the header is unchanged and a 3.1 peer refuses both new kinds: a head
+ *   chains only through peers that announced 3.2 (`CHAIN_MINOR`).
  */
 
 export interface ProtocolVersion {

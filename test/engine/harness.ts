@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Checkpoint } from '../../src/core/model/checkpoint.ts';
-import type { ActivationDtype } from '../../src/core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../src/core/model/activations.ts';
 import type { WeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../src/core/model/types.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';

@@ -44,7 +44,7 @@ function withField(edit: (view: DataView, bytes: Uint8Array) => void, base = enc
 }
 
 describe('encodeFrame / decodeFrame round trip', () => {
-  const kinds: FrameKind[] = ['prefill', 'decode', 'result'];
+  const kinds: FrameKind[] = ['prefill', 'decode', 'result', 'chain', 'copy'];
   const dtypes: WireDtype[] = ['fp32', 'fp16'];
   for (const kind of kinds) {
     for (const dtype of dtypes) {
@@ -88,7 +88,7 @@ describe('frame header layout (pinned: a change here is a protocol change)', () 
   it('header constants', () => {
     expect(FRAME_HEADER_BYTES).toBe(48);
     expect(FRAME_HEADER_BYTES % 8).toBe(0);
-    expect(FRAME_KIND_CODES).toEqual({ prefill: 1, decode: 2, result: 3 });
+    expect(FRAME_KIND_CODES).toEqual({ prefill: 1, decode: 2, result: 3, chain: 6, copy: 7 });
     expect(FRAME_DTYPE_CODES).toEqual({ fp32: 1, fp16: 2 });
     expect(FRAME_OFFSETS).toEqual({
       magic: 0, versionMajor: 4, versionMinor: 5, kind: 6, dtype: 7, requestId: 8, sessionId: 12,
@@ -109,7 +109,7 @@ describe('frame header layout (pinned: a change here is a protocol change)', () 
     expect(hex).toBe(
       [
         '4d 53 48 4e', // 'MSHN'
-        '03 01', // version 3.1
+        '03 02', // version 3.2
         '02', // kind decode
         '02', // dtype fp16
         '01 02 03 04', // request id LE

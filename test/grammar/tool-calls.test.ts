@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createTokenizer } from '../../src/core/model/tokenizer.ts';
 import { planStructuredChat } from '../../src/core/model/structured-output.ts';
 import { ToolCallParser, type ToolStreamEvent } from '../../src/core/model/tools/tool-call-parser.ts';
-import { TOOL_CALL_FORMATS, detectToolCallFormat, toolCallGrammar } from '../../src/core/model/tools/tool-call-format.ts';
+import { TOOL_CALL_FORMATS, detectToolCallFormat, toolArgumentsSchema, toolCallGrammar } from '../../src/core/model/tools/tool-call-format.ts';
 import type { ToolFunction } from '../../src/core/model/tools/tool-types.ts';
 import { XGrammarEngine } from '../../src/core/sampling/grammar/xgrammar-engine.ts';
 import { loadXGrammar } from '../../src/node/xgrammar-node.ts';
@@ -21,8 +21,8 @@ const time: ToolFunction = { name: 'get_time', parameters: { type: 'object', pro
 let n = 0;
 const ids = () => `call_${++n}`;
 
-function parseAll(text: string, format = TOOL_CALL_FORMATS.hermes, pieces = 1) {
-  const parser = new ToolCallParser(format.syntax, ids);
+function parseAll(text: string, format = TOOL_CALL_FORMATS.hermes, pieces = 1, callsOnly = false) {
+  const parser = new ToolCallParser(format.syntax, ids, callsOnly);
   const events: ToolStreamEvent[] = [];
   const step = Math.max(1, Math.ceil(text.length / pieces));
   for (let i = 0; i < text.length; i += step) events.push(...parser.push(text.slice(i, i + step)));
@@ -62,6 +62,59 @@ describe('ToolCallParser', () => {
     const l = parseAll('{"name": "get_time", "parameters": {"zone": "utc"}}; {"name": "get_time", "parameters": {"zone": "cet"}}', TOOL_CALL_FORMATS.llama3_json, 4);
     expect(l.parser.calls.map((c) => JSON.parse(c.arguments).zone)).toEqual(['utc', 'cet']);
     expect(l.parser.text).toBe('');
+  });
+});
+
+describe('ToolCallParser: an answer cut short (max_tokens)', () => {
+  const whole = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "utc"}}\n</tool_call>';
+  const nameEnd = whole.indexOf('get_weather') + 'get_weather'.length;
+
+  it('every cut of a calls-only answer: a call with the arguments so far, or no call — never template text as content', () => {
+    for (let cut = 1; cut <= whole.length; cut++) {
+      for (const pieces of [1, 4, cut]) {
+        const { parser } = parseAll(whole.slice(0, cut), TOOL_CALL_FORMATS.hermes, pieces, true);
+        expect(parser.text, `cut ${cut}`).toBe('');
+        if (cut <= nameEnd) expect(parser.calls, `cut ${cut}`).toEqual([]);
+        else expect(parser.calls[0].name).toBe('get_weather');
+        for (const call of parser.calls) expect(whole).toContain(call.arguments);
+      }
+    }
+  });
+
+  it('auto: text then a call cut inside its opening keeps the text and drops the opening once the trigger is written', () => {
+    expect(parseAll('Sure. <tool_call>\n{"na').parser.text).toBe('Sure. ');
+    expect(parseAll('Sure. <tool_call>').parser.text).toBe('Sure. ');
+    // Before the whole trigger, free text may still end in what looks like its start.
+    expect(parseAll('a <tool').parser.text).toBe('a <tool');
+    expect(parseAll('a <tool', TOOL_CALL_FORMATS.hermes, 1, true).parser.text).toBe('a ');
+  });
+
+  it('parallel calls with a second one cut in its opening: the first call, no content', () => {
+    const cut = whole.slice(0, whole.indexOf('get_time') - 2);
+    for (const callsOnly of [false, true]) {
+      const { parser } = parseAll(cut, TOOL_CALL_FORMATS.hermes, 3, callsOnly);
+      expect(parser.text).toBe('');
+      expect(parser.calls.map((c) => [c.name, c.arguments])).toEqual([['get_weather', '{"city": "Oslo", "unit": "c"}']]);
+    }
+  });
+
+  it('mistral: a list cut between calls has no content', () => {
+    const { parser } = parseAll('[TOOL_CALLS][{"name": "get_time", "arguments": {"zone": "cet"}}, {"na', TOOL_CALL_FORMATS.mistral, 5);
+    expect(parser.text).toBe('');
+    expect(parser.calls.map((c) => c.name)).toEqual(['get_time']);
+  });
+});
+
+describe('toolArgumentsSchema: parameters normalized as OpenAI treats them', () => {
+  it('missing, true, {} and a bare object schema take no arguments; a schema without type is an object', () => {
+    const none = { type: 'object', properties: {}, additionalProperties: false };
+    expect(toolArgumentsSchema(undefined)).toEqual(none);
+    expect(toolArgumentsSchema(true)).toEqual(none);
+    expect(toolArgumentsSchema({})).toEqual(none);
+    expect(toolArgumentsSchema({ type: 'object' })).toEqual(none);
+    expect(toolArgumentsSchema({ type: 'object', description: 'd' })).toEqual({ ...none, description: 'd' });
+    expect(toolArgumentsSchema({ properties: { a: { type: 'string' } } })).toEqual({ type: 'object', properties: { a: { type: 'string' } } });
+    expect(toolArgumentsSchema({ type: 'object', additionalProperties: true })).toEqual({ type: 'object', additionalProperties: true });
   });
 });
 

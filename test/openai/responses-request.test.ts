@@ -299,6 +299,7 @@ const refusals: [string, Record<string, unknown>, string | null, string, string]
   ['file_search', { tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[0].type', 'unsupported_parameter', "'file_search'"],
   ['computer_use_preview', { tools: [{ type: 'computer_use_preview', display_width: 1, display_height: 1, environment: 'browser' }] }, 'tools[0].type', 'unsupported_parameter', "'computer_use_preview'"],
   ['a built-in tool after a function', { tools: [{ type: 'function', name: 'f' }, { type: 'code_interpreter' }] }, 'tools[1].type', 'unsupported_parameter', "'code_interpreter'"],
+  ['function parameters of an array', { tools: [{ type: 'function', name: 'f', parameters: { type: 'array' } }] }, 'tools[0].parameters', 'invalid_function_parameters', 'got \'type: "array"\''],
   ['a tool without type', { tools: [{ name: 'f' }] }, 'tools[0].type', 'missing_required_parameter', 'tools[0].type'],
   ['a tool that is a string', { tools: ['web_search'] }, 'tools[0]', 'invalid_type', 'expected an object'],
   ['tools an object', { tools: { type: 'function' } }, 'tools', 'invalid_type', 'expected an array'],

@@ -16,7 +16,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { weightSpec, type AccuracyLevel, type WeightSpec } from '../../src/core/model/quant/weight-format.ts';
-import type { ActivationDtype } from '../../src/core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../src/core/model/activations.ts';
 import { openLocalModel, type LocalModel } from '../../src/node/local-model.ts';
 import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
 import { fixtureModel, pipeline, tempDir } from '../engine/harness.ts';

@@ -9,7 +9,7 @@ import { toFloat32 } from '../../src/core/model/dtype.ts';
 import { dequantizeRows } from '../../src/core/model/quant/block-quant.ts';
 import type { WeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { ShardManifest, ShardPart } from '../../src/core/model/shard-artifact.ts';
-import type { ActivationDtype } from '../../src/core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../src/core/model/activations.ts';
 import type { PackedRegion } from '../../src/core/model/weight-segments.ts';
 import { WEIGHTS_FILE } from '../../src/core/model/shard-artifact.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';

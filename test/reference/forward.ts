@@ -1,7 +1,8 @@
 /**
  * Pure-TypeScript reference forward pass for Llama-family decoders (Llama, Mistral, Qwen2,
- * Qwen3), with Hugging Face transformers semantics. Naive loops, no dependencies: it exists
- * so tests can check the ONNX shard graphs against something obviously correct.
+ * Qwen3; Mixtral, Qwen2-MoE and Qwen3-MoE through moe-forward.ts), with Hugging Face
+ * transformers semantics. Naive loops, no dependencies: it exists so tests can check the
+ * ONNX shard graphs against something obviously correct.
  *
  * Precision: every activation is stored as float32 between operations (what an fp32 graph
  * holds), while every reduction — dot products, the RMSNorm mean of squares, softmax sums —
@@ -9,6 +10,7 @@
  * The rotary angle is rounded to float32 like Hugging Face (`position * inv_freq` in fp32).
  */
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
+import { referenceMoeBlock } from './moe-forward.ts';
 import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
 
 /** Tensor source: Hugging Face tensor names, row-major float32, `[out, in]` for linear weights. */
@@ -16,6 +18,8 @@ export interface ReferenceWeights {
   get(name: string): Float32Array;
   /** Whether `name` is there (lets a tied model's LM head differ from its embedding, e.g. each quantized in its own layout). */
   has?(name: string): boolean;
+  /** Told each MoE layer's chosen experts, per token (moe-forward.ts). */
+  onRoute?(layer: number, experts: readonly number[]): void;
 }
 
 /**
@@ -171,6 +175,8 @@ function decoderLayer(
 
   // MLP block: down(silu(gate(x)) * up(x)).
   const m = rmsNorm(mid, tensor(weights, `${p}post_attention_layernorm.weight`, hs), eps);
+  const moe = referenceMoeBlock(config, weights, layer, m); // a sparse layer (moe-forward.ts)
+  if (moe) return mid.map((v, i) => v + moe[i]);
   const gate = linear(m, tensor(weights, `${p}mlp.gate_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
   const up = linear(m, tensor(weights, `${p}mlp.up_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
   for (let i = 0; i < intermediateSize; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];

@@ -164,9 +164,9 @@ export type SessionOverrides = Partial<Omit<RouteSessionDeps, 'policy'>> & Sessi
 
 /** A session over `provider`; it speculates by prompt lookup (the default) unless `speculate` says otherwise. */
 export function openSession(ctx: StoriesContext, provider: RouteProvider, params: SamplingParams, signal?: AbortSignal, overrides: SessionOverrides = {}, promptIds = [1], speculate?: SpeculateMode) {
-  const { onUpdate, onSettled, maxReplacements, maxRebuilds, backoff = { baseMs: 1, maxMs: 10 }, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, ...deps } = overrides;
+  const { onUpdate, onSettled, maxReplacements, maxRebuilds, backoff = { baseMs: 1, maxMs: 10 }, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, routeMode, ...deps } = overrides;
   return new RouteSession(
-    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, policy: { maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength }, ...deps },
+    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, policy: { maxReplacements, maxRebuilds, backoff, releaseTimeoutMs, hopTimeoutMs, prefillChunk, draftLength, routeMode }, ...deps },
     { sessionId: randomUUID(), promptIds, params, speculate },
     signal,
     { onUpdate, onSettled },

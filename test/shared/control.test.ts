@@ -66,8 +66,10 @@ const samples: Record<ControlKind, ControlMessage> = {
   ping: { kind: 'ping', id: 'p1', t: 1712345678901.5 },
   pong: { kind: 'pong', id: 'p1', t: 1712345678901.5 },
   challenge: { kind: 'challenge', nonce: 'ab'.repeat(32) },
-  authenticate: { kind: 'authenticate', id: 'a1', peerId: 'peer-a.1', nonce: '01'.repeat(32), proof: 'fe'.repeat(32) },
+  authenticate: { kind: 'authenticate', id: 'a1', peerId: 'peer-a.1', from: 'peer-b', nonce: '01'.repeat(32), proof: 'fe'.repeat(32) },
   authenticated: { kind: 'authenticated', id: 'a1', proof: '9c'.repeat(32) },
+  chain: { kind: 'chain', id: 'k1', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', to: { peerId: 'peer-b', range: { start: 2, end: 5 }, url: 'ws://10.0.0.3:7071/peer' } },
+  chained: { kind: 'chained', id: 'k1', sessionId: SESSION, range: { start: 0, end: 2 } },
 };
 
 function refusal(text: string): ProtocolError {
@@ -224,6 +226,24 @@ describe('errors as data', () => {
   });
 });
 
+describe('chain messages (protocol 3.2)', () => {
+  const chain = (to: unknown) => JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', to });
+  it('a chain without `to` ends at the head, and `to.url` may be absent', () => {
+    expect(parseControlMessage(JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'peer-a' }))).not.toHaveProperty('to');
+    const next = parseControlMessage(chain({ peerId: 'peer-b', range: { start: 2, end: 5 } }));
+    expect(next).toEqual({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', to: { peerId: 'peer-b', range: { start: 2, end: 5 } } });
+  });
+  it.each([
+    ['a url that is not ws(s)', { peerId: 'peer-b', range: { start: 2, end: 5 }, url: 'http://10.0.0.3/peer' }, /url/],
+    ['a peer id with a space', { peerId: 'peer b', range: { start: 2, end: 5 } }, /peerId/],
+    ['an empty range', { peerId: 'peer-b', range: { start: 5, end: 5 } }, /range/],
+  ])('refuses %s', (_name, to, field) => {
+    const error = refusal(chain(to));
+    expect(error.code).toBe('protocol_error');
+    expect(error.message).toMatch(field);
+  });
+});
+
 describe('protocol constants', () => {
   it('error codes are pinned', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(
@@ -237,7 +257,7 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 1 });
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 2 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
     expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);

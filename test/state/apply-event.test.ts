@@ -5,12 +5,12 @@ import {
   RATE_POINTS_CAP,
   applyEvent,
   emptyState,
-  parseMeshEvent,
   type MeshEvent,
   type MeshState,
   type PeerView,
   type SessionView,
 } from '../../src/shared/dashboard-state.ts';
+import { parseMeshEvent } from '../../src/shared/dashboard-events.ts';
 
 const peer = (id: string, extra: Partial<PeerView> = {}): PeerView => ({
   id,

@@ -4,7 +4,8 @@
  * through JSON and `parseMeshEvent` as the page does, and must reach the head's state.
  */
 import { describe, expect, it } from 'vitest';
-import { applyEvent, emptyState, parseMeshEvent, type MeshEvent, type MeshState, type PeerView, type SessionView } from '../../src/shared/dashboard-state.ts';
+import { parseMeshEvent } from '../../src/shared/dashboard-events.ts';
+import { applyEvent, emptyState, type MeshEvent, type MeshState, type PeerView, type SessionView } from '../../src/shared/dashboard-state.ts';
 
 const peer = (id: string, extra: Partial<PeerView> = {}): PeerView => ({
   id,

@@ -5,7 +5,7 @@
  * 'reconnecting' after it breaks; retries back off from 0.5 s to 5 s. The stream owns its
  * timer and EventSource; `close` stops both.
  */
-import { MESH_EVENT_KINDS, parseMeshEvent } from '../../../src/shared/dashboard-state.ts';
+import { MESH_EVENT_KINDS, parseMeshEvent } from '../../../src/shared/dashboard-events.ts';
 import type { MeshEvent } from '../../../src/shared/dashboard-state.ts';
 
 export type StreamStatus = 'connecting' | 'live' | 'reconnecting';

@@ -13,6 +13,7 @@ import { withDeadline } from '../runtime/deadline.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import { RouteUnavailableError } from './plan-error.ts';
 import { HEAD_PEER_ID } from './plan-route.ts';
+import type { ChainAccess } from './route-provider.ts';
 import { QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
 
 export interface MeshPeerInit {
@@ -27,6 +28,8 @@ export interface MeshPeerInit {
   readonly protocol?: ProtocolVersion;
   /** Formats the peer announced it can serve (absent: a 2.0 peer, only the float format equal to the dtype). */
   readonly weightFormats?: readonly WireWeightFormat[];
+  /** How sessions chain through it (protocol 3.2); absent: star only. */
+  readonly chain?: ChainAccess;
 }
 
 export interface MeshPeer extends MeshPeerInit {

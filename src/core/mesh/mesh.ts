@@ -14,7 +14,7 @@
  * unloaded from its peer once it has stayed so for `unloadGraceMs` (unload-sweep.ts): a peer
  * holds what the route needs, not every range it was ever given.
  */
-import { POSITION_RULE_MINOR, type WireWeights } from '../../shared/protocol.ts';
+import { CHAIN_MINOR, POSITION_RULE_MINOR, type WireWeights } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -310,6 +310,8 @@ export class Mesh implements RouteProvider, VerifierSource {
     void link.closed.then(closed);
     // Same major as ours (checked at hello): before 3.1 (POSITION_RULE_MINOR) a peer may not keep the position rule.
     const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
-    return { peerId, range, link, latency: this.loader.latency(held), rollback };
+    // Chained routes (3.2, CHAIN_MINOR): only through a peer that announced them.
+    const chain = peer.chain && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_MINOR) ? peer.chain : undefined;
+    return { peerId, range, link, latency: this.loader.latency(held), rollback, ...(chain && { chain }) };
   }
 }

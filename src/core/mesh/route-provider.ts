@@ -6,6 +6,7 @@
  */
 import type { WireWeights } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
+import type { ChainPort } from '../runtime/chain-port.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import type { HopLatency } from './hop-latency.ts';
 
@@ -23,6 +24,22 @@ export interface HopLease {
    * speculative step runs on a route through it. Absent: true.
    */
   readonly rollback?: boolean;
+  /** The peer runs chained routes (protocol 3.2): absent, every frame to it goes head → peer → head. */
+  readonly chain?: ChainAccess;
+}
+
+/** How a session chains through a hop's peer (protocol 3.2). */
+export interface ChainAccess {
+  /** Chain frames in, copies and chain errors out. */
+  readonly port: ChainPort;
+  /**
+   * Where the previous hop dials this peer (its advertised URL); absent: it cannot be dialled
+   * (a browser tab, a peer behind NAT), so the link into it goes through the head — unless the
+   * previous hop already holds a link to it (`dialable`).
+   */
+  readonly url?: string;
+  /** Whether a previous hop can reach it without a URL (an in-process peer). */
+  readonly dialable?: boolean;
 }
 
 /** A fault a session saw on a hop, as it classified it (src/core/route/hop-failure.ts): the kind and why. */

@@ -4,6 +4,8 @@
  * differently, a naming scheme); `parseModelConfig` and `openCheckpoint` read only this table.
  */
 import type { ModelConfig } from './types.ts';
+import type { MoeFamily } from './moe/moe-config.ts';
+import { moeTensorShapes } from './moe/moe-names.ts';
 
 /** How an architecture decides whether q/k/v projections carry biases. */
 type BiasRule = 'never' | 'always' | 'from-config'; // from-config: `attention_bias`, default false
@@ -22,6 +24,8 @@ export interface ArchitectureSpec {
   readonly slidingWindow: SlidingWindowRule;
   /** `rope_scaling` types accepted besides none/`default`. */
   readonly ropeScalingTypes: readonly string[];
+  /** Sparse mixture-of-experts MLPs (moe/moe-config.ts). */
+  readonly moe?: MoeFamily;
 }
 
 export const ARCHITECTURES: readonly ArchitectureSpec[] = [
@@ -29,6 +33,9 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'MistralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen2ForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
+  { name: 'MixtralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [], moe: 'mixtral' },
+  { name: 'Qwen2MoeForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen2-moe' },
+  { name: 'Qwen3MoeForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen3-moe' },
 ];
 
 /** Names of the supported architectures, in table order. */
@@ -115,11 +122,10 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
     [names.qNorm, [headDim]],
     [names.kNorm, [headDim]],
     [names.postNorm, [hidden]],
-    [names.gateProj, [inter, hidden]],
-    [names.upProj, [inter, hidden]],
-    [names.downProj, [hidden, inter]],
   ];
-  return shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape }));
+  const moe = moeTensorShapes(config, layer); // a sparse layer has experts instead of one MLP
+  if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);
+  return [...shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape })), ...moe];
 }
 
 /** The embedding, final norm and (untied) LM head with their expected shapes. */

@@ -6,6 +6,7 @@
 import { findArchitecture, SUPPORTED_ARCHITECTURES, type ArchitectureSpec } from './architectures.ts';
 import { CheckpointError } from './checkpoint-error.ts';
 import { parseQuantizationConfig } from './quant/quant-config.ts';
+import { parseMoeConfig } from './moe/moe-config.ts';
 import type { ModelConfig, RopeConfig } from './types.ts';
 
 type Json = Record<string, unknown>;
@@ -113,6 +114,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const slidingWindow = slidingWindowOf(fields, spec, numLayers);
   const quantization = parseQuantizationConfig(file, fields.json);
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
+  const moe = spec.moe ? parseMoeConfig(fields, spec.moe, numLayers) : undefined;
 
   return {
     architecture: spec.name,
@@ -134,6 +136,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
     ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
     eosTokenIds,
     ...(quantization ? { quantization } : {}),
+    ...(moe ? { moe } : {}),
   };
 }
 

@@ -20,7 +20,8 @@ import { GraphBuilder } from './onnx/graph-builder.ts';
 import { emitEmbedding, emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type OnnxGraph } from './onnx/onnx-model.ts';
 import { headTensorNames } from './architectures.ts';
-import { onnxType, type ActivationDtype } from './shard-graph.ts';
+import { onnxType } from './shard-graph.ts';
+import type { ActivationDtype } from './activations.ts';
 import type { ModelConfig } from './types.ts';
 import type { GraphWeights } from './weight-plan.ts';
 

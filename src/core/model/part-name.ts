@@ -1,6 +1,6 @@
 /** Parsing the part names artifacts are published under (`layers-0-4-fp32-q4-b32-acc4`, `head-fp16-fp16`). */
 import { parseWeightSpecName, type WeightSpec } from './quant/weight-format.ts';
-import type { ActivationDtype } from './shard-graph.ts';
+import type { ActivationDtype } from './activations.ts';
 import type { ShardPart } from './shard-artifact.ts';
 
 const PATTERN = /^(?:layers-(\d{1,5})-(\d{1,5})|(embedding|head))-(fp32|fp16)-([a-z0-9-]{4,16})$/;

@@ -27,12 +27,15 @@ import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
+import { emitMoeBlock } from './moe/moe-graph.ts';
+import { moeLayerNames } from './moe/moe-names.ts';
 import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
 
+/** @deprecated import it from `./activations.ts`; this re-export goes once the branches in flight have merged (issue #21). */
 export type { ActivationDtype } from './activations.ts';
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
@@ -206,6 +209,11 @@ export function appendDecoderLayers(
 
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
+    const moe = moeLayerNames(config, l);
+    if (moe) {
+      pending = emitMoeBlock(g, postNormed, config, l, moe, dtype, weights);
+      continue;
+    }
     const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
     let gate: string;
     let up: string;

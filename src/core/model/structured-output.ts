@@ -42,6 +42,8 @@ export interface StructuredChatPlan {
   readonly grammar?: OutputGrammar;
   /** Parse tool calls out of the answer with this format; undefined when it can hold none. */
   readonly toolFormat?: ToolCallFormat;
+  /** The answer holds only calls (`tool_choice` required or a named function, without a JSON alternative). */
+  readonly toolCallsOnly?: boolean;
 }
 
 /** JSON for `response_format`, as a structural-tag node (any object for `json_object`). */
@@ -74,7 +76,7 @@ export function planStructuredChat(tokenizer: TextTokenizer, request: Structured
 
   const json = request.responseFormat ? jsonNode(request.responseFormat) : undefined;
   const shape = toolCallGrammar(format, tools.tools, tools.choice, tools.parallel, json);
-  return { prompt, grammar: { kind: 'structural_tag', format: shape }, toolFormat: format };
+  return { prompt, grammar: { kind: 'structural_tag', format: shape }, toolFormat: format, toolCallsOnly: tools.choice.type !== 'auto' };
 }
 
 /**

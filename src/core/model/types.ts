@@ -1,6 +1,7 @@
 /** Shared model types: the normalized config and where each tensor lives on disk. */
 
 import type { PrequantizedConfig } from './quant/quant-config.ts';
+import type { MoeConfig } from './moe/moe-config.ts';
 
 /** Half-open layer range: layers `start, start+1, …, end-1`. */
 export interface LayerRange {
@@ -55,6 +56,8 @@ export interface ModelConfig {
   readonly eosTokenIds: readonly number[];
   /** Present when the checkpoint comes pre-quantized (AWQ / GPTQ `quantization_config`). */
   readonly quantization?: PrequantizedConfig;
+  /** Mixture-of-experts layers (Mixtral, Qwen2-MoE, Qwen3-MoE): see moe/moe-config.ts. */
+  readonly moe?: MoeConfig;
 }
 
 /** One tensor inside one safetensors file, located by absolute byte offset in that file. */

@@ -10,14 +10,9 @@ import { fromFloat32, toFloat32 } from './dtype.ts';
 import { quantizeRows, rowBytes } from './quant/block-quant.ts';
 import { packPrequantized } from './quant/prequantized-pack.ts';
 import type { FloatDtype } from './types.ts';
-import type { FloatSegment, QuantizeSegment, SourceTensor, WeightSegment } from './weight-segments.ts';
+import type { FloatSegment, PackedChunk, QuantizeSegment, SourceTensor, WeightSegment } from './weight-segments.ts';
 
-export interface PackedChunk {
-  /** Offset in the packed buffer. */
-  readonly offset: number;
-  /** Bytes the caller owns. */
-  readonly bytes: Uint8Array;
-}
+export type { PackedChunk } from './weight-segments.ts';
 
 /** Source bytes read per chunk. */
 export const PACK_CHUNK_BYTES = 4 * 2 ** 20;

@@ -10,7 +10,7 @@ import type { EmbeddingWeight, LinearWeight } from './onnx/linear-ops.ts';
 import { quantizedBytes, type BlockLayout } from './quant/block-quant.ts';
 import { planPrequantizedLinear, prequantizedBase } from './quant/prequantized-plan.ts';
 import { isQuantized, quantBits, usesZeroPoints, type WeightSpec } from './quant/weight-format.ts';
-import type { ActivationDtype } from './shard-graph.ts';
+import type { ActivationDtype } from './activations.ts';
 import type { ModelConfig, TensorLocation } from './types.ts';
 import type { PackedRegion, QuantRegions, SourceTensor, WeightSegment } from './weight-segments.ts';
 

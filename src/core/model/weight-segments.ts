@@ -18,6 +18,14 @@ export interface SourceTensor {
   readonly shape: readonly number[];
 }
 
+/** Packed bytes as they are produced: `bytes` at `offset` of the packed buffer. */
+export interface PackedChunk {
+  /** Offset in the packed buffer. */
+  readonly offset: number;
+  /** Bytes the caller owns. */
+  readonly bytes: Uint8Array;
+}
+
 /** A byte range of the packed buffer. */
 export interface PackedRegion {
   readonly offset: number;

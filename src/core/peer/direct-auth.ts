@@ -14,6 +14,10 @@
  * a frame. Why a challenge rather than the token in a header: a header would still hand the
  * token to whatever listens at the announced port; a proof is useless to it.
  *
+ * A peer dialling another peer for a chained route (protocol 3.2) runs the same handshake
+ * and names itself in `authenticate.from`; its proof is labelled `hop` and binds its id, and
+ * the peer's answer binds it too, so the listener knows which peer sent each frame after it.
+ *
  * Uses WebCrypto (`crypto.subtle`, global in Node ≥ 20 and browsers), so it stays in core.
  */
 import type { ControlMessage } from '../../shared/control.ts';
@@ -30,16 +34,20 @@ export function newNonce(): string {
   return hex(crypto.getRandomValues(new Uint8Array(32)));
 }
 
-async function proof(label: 'head' | 'peer', joinToken: string | undefined, peerId: string, peerNonce: string, headNonce: string): Promise<string> {
+async function proof(label: 'head' | 'peer' | 'hop', joinToken: string | undefined, peerId: string, peerNonce: string, headNonce: string, from?: string): Promise<string> {
   // The key is never empty (WebCrypto refuses empty HMAC keys); without a token it is public.
   const key = await crypto.subtle.importKey('raw', encoder.encode(`meshnet direct link key\n${joinToken ?? ''}`), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
-  return hex(await crypto.subtle.sign('HMAC', key, encoder.encode(`meshnet direct link v2\n${label}\n${peerId}\n${peerNonce}\n${headNonce}`)));
+  // A peer-to-peer link (3.2) binds the dialler's id too; a head's link signs what 2.0 signed.
+  const dialler = from === undefined ? '' : `\nfrom ${from}`;
+  return hex(await crypto.subtle.sign('HMAC', key, encoder.encode(`meshnet direct link v2\n${label}\n${peerId}\n${peerNonce}\n${headNonce}${dialler}`)));
 }
 
 /** The head's proof, sent in `authenticate`. */
 export const headProof = (joinToken: string | undefined, peerId: string, peerNonce: string, headNonce: string) => proof('head', joinToken, peerId, peerNonce, headNonce);
-/** The peer's proof, sent in `authenticated`. */
-export const peerProof = (joinToken: string | undefined, peerId: string, peerNonce: string, headNonce: string) => proof('peer', joinToken, peerId, peerNonce, headNonce);
+/** A dialling peer's proof (protocol 3.2, `authenticate.from`): label `hop`, its own id bound in. */
+export const hopProof = (joinToken: string | undefined, from: string, peerId: string, peerNonce: string, headNonce: string) => proof('hop', joinToken, peerId, peerNonce, headNonce, from);
+/** The peer's proof, sent in `authenticated` (to a dialling peer `from`, when one dialled). */
+export const peerProof = (joinToken: string | undefined, peerId: string, peerNonce: string, headNonce: string, from?: string) => proof('peer', joinToken, peerId, peerNonce, headNonce, from);
 
 export interface DirectLinkGuardOptions {
   /** The id this peer joined under; a head that means another peer is refused. */
@@ -48,8 +56,13 @@ export interface DirectLinkGuardOptions {
   readonly socket: LinkSocket;
   /** Close a dialer that has not authenticated after this long (default 10 s). */
   readonly timeoutMs?: number;
-  /** Called once the dialer proved the token, before the peer's answer is sent. */
-  readonly onAccepted: () => void;
+  /**
+   * Whether another peer may dial in (protocol 3.2, for chained routes): its `authenticate`
+   * names itself in `from`. Default false: only the head.
+   */
+  readonly acceptPeers?: boolean;
+  /** Called once the dialer proved the token, before the peer's answer is sent: `from` is the dialling peer's id, absent for the head. */
+  readonly onAccepted: (from?: string) => void;
   /** Called once when the dialer is refused (the socket is being closed). */
   readonly onRefused?: (reason: string) => void;
 }
@@ -92,16 +105,19 @@ export class DirectLinkGuard {
     }
     if (message.kind !== 'authenticate') return this.refuse(`the first message must be 'authenticate', got '${message.kind}'`);
     if (message.peerId !== this.options.peerId) return this.refuse(`this is peer ${this.options.peerId}, not ${message.peerId}`);
+    const { from } = message;
+    if (from !== undefined && !this.options.acceptPeers) return this.refuse('this listener takes no links from other peers');
+    if (from === this.options.peerId || from === 'head') return this.refuse(`a peer cannot dial in as ${from}`);
     this.state = 'checking';
     const { joinToken, peerId } = this.options;
-    const expected = await headProof(joinToken, peerId, this.nonce, message.nonce);
+    const expected = from === undefined ? await headProof(joinToken, peerId, this.nonce, message.nonce) : await hopProof(joinToken, from, peerId, this.nonce, message.nonce);
     if (this.state !== 'checking') return; // closed meanwhile
     if (!sameToken(message.proof, expected)) return this.refuse('the proof does not match this mesh\u2019s join token');
-    const answer = await peerProof(joinToken, peerId, this.nonce, message.nonce);
+    const answer = await peerProof(joinToken, peerId, this.nonce, message.nonce, from);
     if (this.state !== 'checking') return;
     this.state = 'accepted';
     clearTimeout(this.timer);
-    this.options.onAccepted();
+    this.options.onAccepted(from);
     this.send({ kind: 'authenticated', id: message.id, proof: answer });
   }
 

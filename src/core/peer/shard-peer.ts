@@ -234,7 +234,8 @@ export class ShardPeer implements ShardService {
     const received = this.clock.now();
     try {
       frame = decodeFrame(bytes);
-      if (frame.kind === 'result') throw new ProtocolError('bad_frame', 'a peer does not accept result frames', contextOf(frame));
+      // Chain frames reach a peer through its ChainForwarder (chain-forwarder.ts), which hands over a prefill/decode.
+      if (frame.kind !== 'prefill' && frame.kind !== 'decode') throw new ProtocolError('bad_frame', `a peer does not accept ${frame.kind} frames here`, contextOf(frame));
       const entry: BatchEntry = { sessionId: frame.sessionId, startPosition: frame.startPosition, activations: frame.activations };
       const [answer] = await this.runFrame(frame.range, [entry], frame.requestId);
       if ('error' in answer) throw answer.error;

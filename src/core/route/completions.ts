@@ -55,6 +55,8 @@ export interface Completion {
   readonly session: RouteSession;
   /** The answer's tool calls are in this format; undefined when it can hold none. */
   readonly toolFormat?: ToolCallFormat;
+  /** The answer holds only tool calls (`tool_choice` required or a named function). */
+  readonly toolCallsOnly: boolean;
   /** Aborts when the client went away (its disconnect, or `cancel`). */
   readonly signal: AbortSignal;
   /** The client went away (a stream's cancel): the session is cancelled and counted as its client's abort. */
@@ -90,7 +92,7 @@ export class Completions {
    * typed refusals, before any frame is sent; `clientSignal` aborting ends the session.
    */
   async open(request: CompletionRequest, clientSignal: AbortSignal): Promise<Completion> {
-    const { promptIds, grammar, toolFormat, field } = this.prompt(request.input);
+    const { promptIds, grammar, toolFormat, toolCallsOnly, field } = this.prompt(request.input);
     // The session's own signal: the client's disconnect, or `cancel` (a stream's).
     const abort = new AbortController();
     let session: RouteSession | undefined;
@@ -120,7 +122,7 @@ export class Completions {
       throw error;
     }
     void session.closed.then(() => clientSignal.removeEventListener('abort', gone));
-    return { session, toolFormat, signal: abort.signal, cancel: gone };
+    return { session, toolFormat, toolCallsOnly: toolCallsOnly ?? false, signal: abort.signal, cancel: gone };
   }
 
   /** Frees the grammar engine (compiled grammars, the WebAssembly instances). */
@@ -129,11 +131,17 @@ export class Completions {
   }
 
   /** The prompt's tokens, and for chat the answer's grammar and tool-call format. */
-  private prompt(input: CompletionInput): { promptIds: readonly number[]; grammar?: OutputGrammar; toolFormat?: ToolCallFormat; field: GrammarField } {
+  private prompt(input: CompletionInput): { promptIds: readonly number[]; grammar?: OutputGrammar; toolFormat?: ToolCallFormat; toolCallsOnly?: boolean; field: GrammarField } {
     const { tokenizer } = this.options;
     if ('prompt' in input) return { promptIds: typeof input.prompt === 'string' ? tokenizer.encode(input.prompt) : input.prompt, field: 'format' };
     const plan = planStructuredChat(tokenizer, input);
-    return { promptIds: tokenizer.encode(plan.prompt, { addSpecialTokens: false }), grammar: plan.grammar, toolFormat: plan.toolFormat, field: input.tools ? 'tools' : 'format' };
+    return {
+      promptIds: tokenizer.encode(plan.prompt, { addSpecialTokens: false }),
+      grammar: plan.grammar,
+      toolFormat: plan.toolFormat,
+      toolCallsOnly: plan.toolCallsOnly,
+      field: input.tools ? 'tools' : 'format',
+    };
   }
 
   /** The grammar's constraint for one admitted session; AnswerFormatError when it cannot be served. */

@@ -72,8 +72,8 @@ export async function runRepaired(hop: Hop, hidden: Activations, position: numbe
   }
 }
 
-/** Another peer for `hop`'s range, after the back-off of this `attempt`; it starts stale (rebuilt at its next run). */
-async function replace(hop: Hop, attempt: number, failure: HopFailure, signal: AbortSignal, ctx: RepairContext): Promise<void> {
+/** Another peer for `hop`'s range, after the back-off of this `attempt`; it starts stale (rebuilt at its next run). A chained step's repair calls it too. */
+export async function replace(hop: Hop, attempt: number, failure: HopFailure, signal: AbortSignal, ctx: RepairContext): Promise<void> {
   const lost = hop.peerId;
   const { start, end } = hop.range;
   ctx.banned.add(lost);

@@ -102,15 +102,20 @@ export class Hop {
     const bytes = await withDeadline(clock, deadlineMs, late, (s) => lease.link.request(frame, s), signal, LAG_GRACE_MS);
     const ms = clock.now() - started;
     const answer = this.check(bytes, hidden, position);
-    this.latency.record(hidden.tokens, ms);
+    this.answered(hidden.tokens, position, ms);
+    return answer;
+  }
+
+  /** An answer of `tokens` positions from `position` took `ms`: latency, telemetry, watchers (a chained step reports its copies here too). */
+  answered(tokens: number, position: number, ms: number): void {
+    this.latency.record(tokens, ms);
     const t = this.telemetry;
     t.frames++;
-    t.tokens += hidden.tokens;
+    t.tokens += tokens;
     t.totalMs += ms;
     t.lastMs = ms;
-    t.kvPositions = position + hidden.tokens;
+    t.kvPositions = position + tokens;
     this.context.onAnswer?.();
-    return answer;
   }
 
   /** Take `lease` instead (a replacement peer): it holds nothing yet, so the next `run` replays the history. */
@@ -144,14 +149,17 @@ export class Hop {
   }
 
   /** How long a frame of `positions` positions may take (undefined: no deadline). */
-  private deadlineMs(positions: number): number | undefined {
+  deadlineMs(positions: number): number | undefined {
     const deadline = this.context.deadline;
     if (deadline === undefined) return undefined;
     return 'fixedMs' in deadline ? deadline.fixedMs : Math.round(this.latency.deadlineMs(positions, deadline.ceilingMs, deadline.floorMs));
   }
 
-  /** The answer's activations, if `bytes` is the result of exactly this frame: its session, start, shape and finite values. */
-  private check(bytes: Uint8Array, sent: Activations, position: number): Activations {
+  /**
+   * The answer's activations, if `bytes` is the `kind` frame (a result; a chained step's copy)
+   * of exactly this frame: its session, start, range (a copy), shape and finite values.
+   */
+  check(bytes: Uint8Array, sent: Activations, position: number, kind: 'result' | 'copy' = 'result'): Activations {
     const fail = (problem: string) => new HopFailedError(this.index, this.lease.peerId, problem);
     let answer;
     try {
@@ -159,7 +167,8 @@ export class Hop {
     } catch (error) {
       throw fail(`answered with bytes that are no frame (${error instanceof Error ? error.message : String(error)})`);
     }
-    if (answer.kind !== 'result' || answer.sessionId !== this.context.sessionId || answer.startPosition !== position) throw fail('answered with a frame for another request');
+    if (answer.kind !== kind || answer.sessionId !== this.context.sessionId || answer.startPosition !== position) throw fail('answered with a frame for another request');
+    if (kind === 'copy' && (answer.range.start !== this.range.start || answer.range.end !== this.range.end)) throw fail('sent a copy for another layer range');
     const got = answer.activations;
     if (got.tokens !== sent.tokens || got.hiddenSize !== sent.hiddenSize || got.dtype !== sent.dtype) throw fail('answered with activations of the wrong shape');
     try {

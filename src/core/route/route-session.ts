@@ -27,6 +27,8 @@ import { systemClock, type Clock } from '../runtime/clock.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
 import { Drafters } from '../speculation/drafters.ts';
 import { Speculation } from '../speculation/speculation.ts';
+import { ChainRoute } from './chain-route.ts';
+import { runChained, runChainedPipelined, type ChainStepContext } from './chain-step.ts';
 import { runRepaired, type RepairContext } from './hop-repair.ts';
 import { Hop, releaseLease, type HopContext } from './hop.ts';
 import { cutChunks, prefillChunkSize, runPipelined } from './pipelined-prefill.ts';
@@ -57,6 +59,8 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   private readonly hop: HopContext;
   private readonly repair: RepairContext;
   private readonly prefixes: PrefixReuse | undefined;
+  /** How the hops are linked (chained where they can be, protocol 3.2; star by default). */
+  private readonly chain: ChainStepContext;
 
   constructor(
     private readonly deps: RouteSessionDeps,
@@ -85,7 +89,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     this.hop = {
       sessionId: request.sessionId,
       clock,
-      deadline: policy.hopTimeoutMs === undefined ? undefined : { floorMs: policy.hopTimeoutMs },
+      deadline: policy.hopTimeoutMs === undefined ? undefined : { ceilingMs: policy.hopTimeoutMs, floorMs: policy.hopFloorMs },
       onAnswer: () => this.updated(),
       closing,
     };
@@ -103,6 +107,8 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       closing,
     };
     this.prefixes = deps.prefixes && new PrefixReuse(deps.prefixes, this.releaseTimeoutMs);
+    const chain = new ChainRoute({ sessionId: request.sessionId, clock, mode: policy.routeMode ?? 'star' });
+    this.chain = { sessionId: request.sessionId, chain, repair: this.repair };
     const onAbort = () => this.abort(signal!.reason);
     this.detach = () => signal?.removeEventListener('abort', onAbort);
     if (signal?.aborted) this.abort(signal.reason);
@@ -204,12 +210,16 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     // The head's own output is checked too, so a refusal of a frame it sends is the peer's fault.
     assertFiniteActivations(hidden);
     const run = (hop: number, block: Activations, at: number, s: AbortSignal) => runRepaired(this.hops[hop], block, at, s, this.repair);
+    const chained = await this.chain.chain.prepare(this.hops, signal);
     const chunk = prefillChunkSize(tokens.length, this.hops.length, this.policy.prefillChunk);
     if (chunk < tokens.length) {
       const chunks = cutChunks(hidden, position, chunk);
-      const last = await runPipelined(chunks, this.hops.length, (hop, c, s) => run(hop, c.activations, c.start, s), signal);
+      const last = chained && this.chain.chain.segments(this.hops.length).length === 1
+        ? await runChainedPipelined(this.hops, chunks, signal, this.chain)
+        : await runPipelined(chunks, this.hops.length, (hop, c, s) => run(hop, c.activations, c.start, s), signal);
       return { hidden: last, offset: chunks[chunks.length - 1].start - position };
     }
+    if (chained) return { hidden: await runChained(this.hops, hidden, position, signal, this.chain), offset: 0 };
     for (let i = 0; i < this.hops.length; i++) hidden = await run(i, hidden, position, signal);
     return { hidden, offset: 0 };
   }

@@ -11,6 +11,7 @@ import type { SamplingParams, TokenConstraint } from '../sampling/index.ts';
 import type { DraftLengthPolicy } from '../speculation/draft-length.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import type { Drafters } from '../speculation/drafters.ts';
+import type { RouteMode } from './chain-route.ts';
 import type { PrefixRegistry } from './prefix-registry.ts';
 import type { SessionTelemetry } from './route-types.ts';
 import type { HopVerifier } from './verify-hop.ts';
@@ -38,6 +39,12 @@ export interface SessionPolicy {
    * about 4 chunks per hop (see `prefillChunkSize`). A route of one hop is never pipelined.
    */
   readonly prefillChunk?: number;
+  /**
+   * How activations travel (`--route-mode`): `star` (default for now) head → hop → head for
+   * every hop; `chain` / `auto` hop to hop wherever the peers run chained routes and can be
+   * reached, through the head elsewhere (chain-route.ts).
+   */
+  readonly routeMode?: RouteMode;
   /** How the draft length adapts (default: up to 8 drafts, see DraftLength). */
   readonly draftLength?: Partial<DraftLengthPolicy>;
 }

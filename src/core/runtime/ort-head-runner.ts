@@ -3,7 +3,7 @@
  */
 import type * as Ort from 'onnxruntime-common';
 import { EMBED_INPUT_IDS, EMBED_OUTPUT, HEAD_INPUT, HEAD_INPUT_POSITIONS, HEAD_OUTPUT_LOGITS } from '../model/head-graphs.ts';
-import type { ActivationDtype } from '../model/shard-graph.ts';
+import type { ActivationDtype } from '../model/activations.ts';
 import type { OrtModule } from './ort-session.ts';
 import { checkActivations, type Activations } from './shard-executor.ts';
 

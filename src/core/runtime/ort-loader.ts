@@ -5,7 +5,8 @@
  */
 import type { ByteSource } from '../model/byte-source.ts';
 import { loadShardWeights, type ShardArtifact, type ShardManifest } from '../model/shard-artifact.ts';
-import { presentKeyName, presentValueName, type ActivationDtype } from '../model/shard-graph.ts';
+import { presentKeyName, presentValueName } from '../model/shard-graph.ts';
+import type { ActivationDtype } from '../model/activations.ts';
 import type { ModelConfig } from '../model/types.ts';
 import { OrtHeadRunner } from './ort-head-runner.ts';
 import { createOrtSession, type CreatedSession, type OrtModule, type OrtSessionOptions, type PackedWeights } from './ort-session.ts';

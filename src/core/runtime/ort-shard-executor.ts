@@ -42,6 +42,15 @@ type FloatArray = Float32Array | Uint16Array;
 /** How an executor keeps KV: in place in pooled buffers, or replaced by each step's present tensors. */
 export type KvMode = 'pool' | 'replace';
 
+/**
+ * Most positions one pooled onnxruntime run takes; a longer step (a prefill) runs as
+ * consecutive runs of at most this many, each appending to the KV the one before wrote. The
+ * CPU arena keeps the largest run's activations for the session's life, so this caps a
+ * peer's resident growth (a 512-position prefill of 15 SmolLM2-shaped q4 layers: peak
+ * growth 154 → 130 MiB at 128, same prefill CPU time; bench/peer-memory.ts, issue 24's note).
+ */
+export const MAX_RUN_POSITIONS = 128;
+
 export type KvShape = Pick<ModelConfig, 'numKvHeads' | 'headDim'>;
 
 /** KV tensor operations for ORT tensors; growing works on CPU-resident tensors only. */
@@ -103,6 +112,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     private readonly queue?: RunQueue,
     /** Default: 'replace' when the KV lives on the GPU (WebGPU), else 'pool'. */
     kvMode?: KvMode,
+    /** Most positions one pooled run takes (see MAX_RUN_POSITIONS). */
+    private readonly maxRunPositions = MAX_RUN_POSITIONS,
   ) {
     this.kvOps = ortKvOps(ort, config, dtype);
     this.tensorType = dtype === 'fp16' ? 'float16' : 'float32';
@@ -147,7 +158,24 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     // if it held the positions before (a KvState that could not trim where it lives).
     for (let b = 0; b < steps.length; b++) if (kvs[b].length !== steps[b].startPosition) throw new CacheMissError(steps[b].sessionId, kvs[b].length, steps[b].startPosition);
     const pooled = this.kvMode === 'pool' && kvs.every((kv, b) => kv.reserve(steps[b].startPosition + tokens));
-    return pooled ? this.runPooled(steps, kvs, tokens) : this.runReplacing(steps[0], kvs[0]);
+    if (!pooled) return this.runReplacing(steps[0], kvs[0]);
+    return tokens > this.maxRunPositions ? [await this.runInChunks(steps[0], kvs[0])] : this.runPooled(steps, kvs, tokens);
+  }
+
+  /** One long step (batch 1, pooled KV) as consecutive runs of at most `maxRunPositions`. */
+  private async runInChunks(step: ShardStep, kv: KvState<Tensor>): Promise<Activations> {
+    const { hiddenSize } = this.config;
+    const { tokens, data } = step.hidden;
+    const out = this.dtype === 'fp16' ? new Uint16Array(tokens * hiddenSize) : new Float32Array(tokens * hiddenSize);
+    for (let at = 0; at < tokens; at += this.maxRunPositions) {
+      const n = Math.min(this.maxRunPositions, tokens - at);
+      const hidden: Activations = { dtype: this.dtype, data: data.subarray(at * hiddenSize, (at + n) * hiddenSize), tokens: n, hiddenSize };
+      // Released while an earlier run was in flight: no KV left to continue from.
+      if (kv.isDisposed) throw new CacheMissError(step.sessionId, at, step.startPosition + at);
+      const [part] = await this.runPooled([{ sessionId: step.sessionId, startPosition: step.startPosition + at, hidden }], [kv], n);
+      out.set(part.data, at * hiddenSize);
+    }
+    return { dtype: this.dtype, data: out, tokens, hiddenSize };
   }
 
   private async runPooled(steps: readonly ShardStep[], kvs: readonly KvState<Tensor>[], tokens: number): Promise<Activations[]> {

@@ -3,7 +3,7 @@
  * and one Route Session across them.
  */
 import { randomUUID } from 'node:crypto';
-import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../core/model/activations.ts';
 import type { WeightSpec } from '../../core/model/quant/weight-format.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import type { LayerRange } from '../../core/model/types.ts';

@@ -16,7 +16,7 @@ import { isLoopbackAddress, sameToken } from '../../core/mesh/peer-admission.ts'
 import { WEIGHTS_FILE } from '../../core/model/shard-artifact.ts';
 import { ARTIFACT_TOKEN_HEADER } from '../../shared/protocol.ts';
 import { sameWeightSpec, type WeightSpec } from '../../core/model/quant/weight-format.ts';
-import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../core/model/activations.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import type { LocalModel } from '../local-model.ts';
 

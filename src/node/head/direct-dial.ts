@@ -4,7 +4,7 @@
  * peer's `challenge` with proof of the join token, and check the peer's proof in return.
  * Only an authenticated socket is handed back; errors never contain a token or a proof.
  */
-import { headProof, newNonce, peerProof } from '../../core/peer/direct-auth.ts';
+import { headProof, hopProof, newNonce, peerProof } from '../../core/peer/direct-auth.ts';
 import { sameToken } from '../../core/mesh/peer-admission.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
@@ -15,6 +15,8 @@ export interface DirectDialOptions {
   readonly peerId: string;
   /** The token the peer joined with (undefined: it joined without one). */
   readonly joinToken: string | undefined;
+  /** A peer dialling the next hop of a chained route (protocol 3.2): its own id, sent as `authenticate.from`. Absent: the head dials. */
+  readonly from?: string;
   /** For connecting, and again for the handshake (default 10 s each). */
   readonly timeoutMs?: number;
 }
@@ -74,11 +76,12 @@ export async function dialDirectPeer(target: string, options: DirectDialOptions)
     const deadline = Date.now() + timeoutMs;
     const challenge = await nextMessage(deadline, 'challenge');
     if (challenge.kind !== 'challenge') throw new Error('unreachable');
-    const proof = await headProof(options.joinToken, options.peerId, challenge.nonce, headNonce);
-    dialed.socket.send(serializeControlMessage({ kind: 'authenticate', id: 'auth', peerId: options.peerId, nonce: headNonce, proof }));
+    const { from } = options;
+    const proof = from === undefined ? await headProof(options.joinToken, options.peerId, challenge.nonce, headNonce) : await hopProof(options.joinToken, from, options.peerId, challenge.nonce, headNonce);
+    dialed.socket.send(serializeControlMessage({ kind: 'authenticate', id: 'auth', peerId: options.peerId, ...(from !== undefined && { from }), nonce: headNonce, proof }));
     const answer = await nextMessage(deadline, 'authenticated');
     if (answer.kind !== 'authenticated') throw new Error('unreachable');
-    const expected = await peerProof(options.joinToken, options.peerId, challenge.nonce, headNonce);
+    const expected = await peerProof(options.joinToken, options.peerId, challenge.nonce, headNonce, from);
     if (!sameToken(answer.proof, expected)) throw new ProtocolError('unauthorized', `the server at ${where} is not peer ${options.peerId} of this mesh (its proof does not match the join token)`);
     done = true;
     if (inbox.length > 0) after.unshift(...inbox.splice(0));

@@ -9,7 +9,7 @@
 import { resolveWeightSpec } from '../../core/model/quant/weight-format.ts';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../core/model/activations.ts';
 import type { TextTokenizer } from '../../core/model/tokenizer.ts';
 import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
 import { InProcessLink } from '../../core/runtime/in-process-link.ts';

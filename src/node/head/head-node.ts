@@ -5,33 +5,40 @@
  * requests enter through `completions`, core's one entry. HTTP APIs (OpenAI, dashboard)
  * mount onto `app` before the server starts.
  */
-import { BatchingHeadRunner } from '../../core/runtime/batching-head.ts';
-import { PrefixRegistry } from '../../core/route/prefix-registry.ts';
+import {
+  BatchingHeadRunner,
+  Completions,
+  Drafters,
+  HEAD_PEER_ID,
+  HopVerifier,
+  InProcessLink,
+  Mesh,
+  PrefixRegistry,
+  RouteSessions,
+  asWeightSpec,
+  generationLimits,
+  loadHeadRunner,
+  warmUp,
+  type ActivationDtype,
+  type GenerationLimits,
+  type HeadRunner,
+  type LayerRange,
+  type PeerLink,
+  type QuarantinePolicy,
+  type Rng,
+  type SessionObserver,
+  type ShardService,
+  type SpeculateMode,
+  type TextTokenizer,
+  type VerifyResult,
+  type WeightFormat,
+  type WeightSpec,
+} from '../../core/index.ts';
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
-import type { ActivationDtype } from '../../core/model/shard-graph.ts';
-import { asWeightSpec, type WeightFormat, type WeightSpec } from '../../core/model/quant/weight-format.ts';
-import type { TextTokenizer } from '../../core/model/tokenizer.ts';
-import type { LayerRange } from '../../core/model/types.ts';
-import type { ShardService } from '../../core/runtime/shard-service.ts';
 import { WorkerShardService } from '../peer/worker-shard.ts';
-import { Mesh } from '../../core/mesh/mesh.ts';
-import { HEAD_PEER_ID } from '../../core/mesh/plan-route.ts';
-import { Completions } from '../../core/route/completions.ts';
-import { RouteSessions, type SessionObserver } from '../../core/route/route-sessions.ts';
-import { warmUp } from '../../core/mesh/warm-up.ts';
-import type { QuarantinePolicy } from '../../core/mesh/quarantine.ts';
 import { loadXGrammar } from '../xgrammar-node.ts';
-import { HopVerifier, type VerifyResult } from '../../core/route/verify-hop.ts';
-import type { Rng } from '../../core/sampling/rng.ts';
-import { generationLimits, type GenerationLimits } from '../../core/model/generation-limits.ts';
-import { InProcessLink } from '../../core/runtime/in-process-link.ts';
-import type { PeerLink } from '../../core/runtime/peer-link.ts';
-import type { HeadRunner } from '../../core/runtime/ort-head-runner.ts';
-import { loadHeadRunner } from '../../core/runtime/ort-loader.ts';
-import type { SpeculateMode } from '../../core/speculation/drafter.ts';
-import { Drafters } from '../../core/speculation/drafters.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import { loadDraftModel, type LoadedDraftModel } from './draft-model.ts';
 import type { LocalModel } from '../local-model.ts';

@@ -4,7 +4,7 @@
  * API (`responsesFormat`); the runner itself only opens the session and moves bytes.
  */
 import type { ToolCallStream } from '../../core/model/tools/tool-call-stream.ts';
-import type { SessionEvent } from '../../core/route/route-types.ts';
+import type { SessionEvent, SessionTelemetry } from '../../core/route/route-types.ts';
 import type { ApiError } from '../openai/errors.ts';
 import { toErrorBody } from '../openai/errors.ts';
 import type { OpenAIRequest } from '../openai/requests.ts';
@@ -22,6 +22,8 @@ export interface AnswerContext {
    * absent when the answer can hold no calls.
    */
   readonly toolCalls?: () => ToolCallStream;
+  /** The session's live telemetry (start time, first token), for answers that report durations. */
+  readonly telemetry?: SessionTelemetry;
 }
 
 /**

@@ -12,7 +12,7 @@ import { ToolCallStream } from '../../core/model/tools/tool-call-stream.ts';
 import type { Completion, CompletionInput } from '../../core/route/completions.ts';
 import type { SessionEvent } from '../../core/route/route-types.ts';
 import type { HeadContext } from '../head/head-node.ts';
-import { type ErrorContext, mapError } from '../openai/errors.ts';
+import { type ApiError, type ErrorContext, mapError } from '../openai/errors.ts';
 import type { OpenAIRequest } from '../openai/requests.ts';
 import { unixSeconds, type ResponseMeta } from '../openai/responses.ts';
 import { collectGeneration } from '../openai/stream.ts';
@@ -36,6 +36,10 @@ export interface RunOptions {
   readonly format?: (answer: AnswerContext) => AnswerFormat;
   /** The fields errors name (Responses: `input`, `text.format`); by default the request kind's own. */
   readonly errors?: ErrorContext;
+  /** Headers of a streamed answer (default SSE's; Ollama's NDJSON brings its own). */
+  readonly streamHeaders?: Readonly<Record<string, string>>;
+  /** How a refusal found before the first byte is written (default OpenAI's error body). */
+  readonly errorResponse?: (error: ApiError) => Response;
 }
 
 /** What core's entry is given for `request`: its prompt (chat messages with the answer's format and tools, or a completion prompt). */
@@ -68,10 +72,11 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   } catch (error) {
     throw mapError(error, errorContext);
   }
-  const { session, toolFormat } = completion;
+  const { session, toolFormat, toolCallsOnly } = completion;
   const format = (options.format ?? ((a: AnswerContext) => openAIFormat(request, a)))({
     tokenText: (id) => tokenizer.decode([id], { skipSpecialTokens: false }),
-    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens) } : {}),
+    telemetry: session.telemetry,
+    ...(toolFormat ? { toolCalls: () => new ToolCallStream(toolFormat, tokenizer.specialTokens, undefined, toolCallsOnly) } : {}),
   });
 
   if (!request.stream) {
@@ -86,7 +91,7 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
   try {
     first = await iterator.next();
   } catch (error) {
-    return errorResponse(mapError(error, errorContext));
+    return (options.errorResponse ?? errorResponse)(mapError(error, errorContext));
   }
   const stream = format.stream(meta);
   const encoder = new TextEncoder();
@@ -113,5 +118,5 @@ export async function runCompletion(ctx: RunnerContext, request: OpenAIRequest, 
       completion.cancel();
     },
   });
-  return new Response(body, { headers: SSE_HEADERS });
+  return new Response(body, { headers: options.streamHeaders ?? SSE_HEADERS });
 }

@@ -30,7 +30,24 @@ export function parseMessages(value: unknown): ChatMessage[] {
   if (value === undefined || value === null) throw missingParam('messages');
   if (!Array.isArray(value)) throw typeError('messages', 'an array', value);
   if (value.length === 0) throw emptyArray('messages');
-  return value.map((item: unknown, i) => parseMessage(item, `messages[${i}]`));
+  const messages = value.map((item: unknown, i) => parseMessage(item, `messages[${i}]`));
+  checkToolTurns(messages);
+  return messages;
+}
+
+/**
+ * A `tool` message answers the assistant turn with `tool_calls` right before it (or before the
+ * tool messages that answer the same turn), as OpenAI requires; otherwise 400 with OpenAI's
+ * wording (its spelling included).
+ */
+function checkToolTurns(messages: readonly ChatMessage[]): void {
+  let answering = false; // inside the run of tool messages after an assistant turn with calls
+  messages.forEach((message, i) => {
+    if (message.role === 'tool' && !answering) {
+      throw invalidRequest("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", `messages[${i}].role`, null);
+    }
+    if (message.role !== 'tool') answering = message.role === 'assistant' && (message.toolCalls?.length ?? 0) > 0;
+  });
 }
 
 function parseMessage(item: unknown, path: string): ChatMessage {

@@ -51,6 +51,21 @@ export function schemaValue(param: string, value: unknown): JsonSchema | undefin
   return value;
 }
 
+/**
+ * A function's `parameters`: absent (no arguments), or a JSON Schema of an object. A schema
+ * whose `type` is something else is refused as OpenAI does (arguments are always an object).
+ */
+export function functionParameters(param: string, name: unknown, value: unknown): JsonSchema | undefined {
+  const schema = schemaValue(param, value);
+  if (schema === false) throw invalidRequest(`Invalid schema for function '${shown(name)}': schema must be a JSON Schema of 'type: "object"', got 'false'.`, param, 'invalid_function_parameters');
+  if (typeof schema !== 'object' || schema.type === undefined || schema.type === 'object') return schema;
+  throw invalidRequest(
+    `Invalid schema for function '${shown(name)}': schema must be a JSON Schema of 'type: "object"', got 'type: ${JSON.stringify(schema.type)}'.`,
+    param,
+    'invalid_function_parameters',
+  );
+}
+
 /** `response_format`: `text`, `json_object`, or `json_schema` with `{ name, schema?, strict? }`. */
 export function parseResponseFormat(value: unknown): ResponseFormat | undefined {
   if (value === undefined || value === null) return undefined;
@@ -84,7 +99,7 @@ function parseTool(value: unknown, path: string): ToolFunction {
   if (fn === undefined || fn === null) throw missingParam(`${path}.function`);
   if (!isRecord(fn)) throw typeError(`${path}.function`, 'an object', fn);
   const description = fn.description === undefined || fn.description === null ? undefined : stringValue(`${path}.function.description`, fn.description);
-  const parameters = schemaValue(`${path}.function.parameters`, fn.parameters);
+  const parameters = functionParameters(`${path}.function.parameters`, fn.name, fn.parameters);
   const strict = fn.strict === undefined || fn.strict === null ? undefined : booleanValue(`${path}.function.strict`, fn.strict);
   return {
     name: functionName(`${path}.function.name`, fn.name),

@@ -14,7 +14,7 @@ import type { ResponseFormat } from '../../core/model/structured-output.ts';
 import type { ToolChoice, ToolFunction, ToolRequest } from '../../core/model/tools/tool-types.ts';
 import { type ApiError, invalidRequest } from './errors.ts';
 import { type BodyFields, booleanValue, invalidValue, isRecord, missingParam, shown, stringValue, typeError, unsupported } from './request-fields.ts';
-import { checkSchemaDepth, functionName, MAX_TOOLS } from './request-output.ts';
+import { checkSchemaDepth, functionName, functionParameters, MAX_TOOLS } from './request-output.ts';
 
 /** A function tool as the Response echoes it (`FunctionTool`). */
 export interface FunctionToolEcho {
@@ -65,6 +65,13 @@ function schemaObject(param: string, value: unknown): Record<string, unknown> | 
   return value;
 }
 
+/** A function's `parameters`: an object schema of an object (see `functionParameters`), or null. */
+function objectParameters(param: string, name: unknown, value: unknown): Record<string, unknown> | null {
+  const schema = schemaObject(param, value);
+  if (schema !== undefined) functionParameters(param, name, schema);
+  return schema ?? null;
+}
+
 function parseTool(value: unknown, path: string): FunctionToolEcho {
   if (!isRecord(value)) throw typeError(path, 'an object', value);
   if (value.type === undefined || value.type === null) throw missingParam(`${path}.type`);
@@ -75,7 +82,7 @@ function parseTool(value: unknown, path: string): FunctionToolEcho {
     type: 'function',
     name: functionName(`${path}.name`, value.name),
     description: optionalString(`${path}.description`, value.description) ?? null,
-    parameters: schemaObject(`${path}.parameters`, value.parameters) ?? null,
+    parameters: objectParameters(`${path}.parameters`, value.name, value.parameters),
     strict: optionalBoolean(`${path}.strict`, value.strict) ?? true,
   };
 }

@@ -5,7 +5,7 @@
  */
 import { networkInterfaces } from 'node:os';
 import type { H3 } from 'h3';
-import type { ActivationDtype } from '../../core/model/shard-graph.ts';
+import type { ActivationDtype } from '../../core/model/activations.ts';
 import { resolveWeightSpec, weightSpecName, type WeightRequest } from '../../core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../core/model/types.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
@@ -17,11 +17,13 @@ import { CATCH_ALL_ROUTE, isAuthorized, isOpenRequest, KEY_COOKIE, matchedRoute 
 import { CorsPolicy, DEFAULT_CORS, ownOrigins, parseCorsOption } from '../http/cors.ts';
 import { edgeHeaders } from '../http/edge-headers.ts';
 import { mountDashboard } from '../http/dashboard-routes.ts';
+import { mountOllamaRoutes, ollamaErrorResponse } from '../http/ollama-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
 import { mountPeerPage } from '../http/peer-page-routes.ts';
 import { type BodyLimits, clientErrorAnswer, DEFAULT_BODY_LIMITS, errorResponse } from '../http/respond.ts';
 import { openLocalModel } from '../local-model.ts';
+import { packageVersion } from '../package-files.ts';
 import { HeadMetrics } from '../metrics/head-metrics.ts';
 import { resolveModel } from '../models/resolve-model.ts';
 import { unauthorized, unknownPath } from '../openai/errors.ts';
@@ -179,7 +181,8 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         if (!isAuthorized(event.req, options.apiKey)) {
           // Label by route pattern, never by the raw path (a client could mint endless series).
           metrics.requestFinished(route === undefined || route === CATCH_ALL_ROUTE ? 'unknown' : route, 401);
-          return errorResponse(unauthorized());
+          // Ollama's routes answer in Ollama's error shape, the rest in OpenAI's.
+          return route?.startsWith('/api/') ? ollamaErrorResponse(unauthorized()) : errorResponse(unauthorized());
         }
         const key = new URL(event.req.url).searchParams.get('key');
         if (key && route?.startsWith('/dashboard')) {
@@ -191,6 +194,13 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
         head: ctx,
         body,
         startedAt,
+        onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
+      });
+      mountOllamaRoutes(app, {
+        head: ctx,
+        body,
+        startedAt,
+        version: packageVersion(),
         onResponse: (endpoint, status) => metrics.requestFinished(endpoint, status),
       });
       mountOpsRoutes(app, ctx, store, metrics, { minPeers: options.minPeers });

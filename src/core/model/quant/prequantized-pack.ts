@@ -8,8 +8,7 @@ import type { ByteSource } from '../byte-source.ts';
 import { CheckpointError } from '../checkpoint-error.ts';
 import { fromFloat32, toFloat32 } from '../dtype.ts';
 import type { FloatDtype } from '../types.ts';
-import type { PackedChunk } from '../weight-packing.ts';
-import type { PrequantizedSegment, SourceTensor } from '../weight-segments.ts';
+import type { PackedChunk, PrequantizedSegment, SourceTensor } from '../weight-segments.ts';
 import { rowBytes, setPacked } from './block-quant.ts';
 
 /** AutoAWQ packs output column 8j + t into nibble AWQ_NIBBLE[t] of int32 j. */

@@ -22,7 +22,7 @@
  * group must then hold exactly g rows.
  */
 import { CheckpointError } from '../checkpoint-error.ts';
-import type { ActivationDtype } from '../shard-graph.ts';
+import type { ActivationDtype } from '../activations.ts';
 import type { ModelConfig, TensorLocation } from '../types.ts';
 import type { PackedRegion, PrequantizedSegment, SourceTensor } from '../weight-segments.ts';
 import { isValidBlockSize, quantizedBytes, type BlockLayout } from './block-quant.ts';

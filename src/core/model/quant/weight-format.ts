@@ -15,7 +15,7 @@
  * weights), 4 quantizes activations to int8 inside the op (fast on CPU; wasm and WebGPU on
  * SwiftShader ignore it).
  */
-import type { ActivationDtype } from '../shard-graph.ts';
+import type { ActivationDtype } from '../activations.ts';
 import type { ModelConfig } from '../types.ts';
 import { isValidBlockSize, type QuantBits } from './block-quant.ts';
 

@@ -13,7 +13,7 @@
  * Every format is described by one {@link ToolCallSyntax}; the grammar and the parser are
  * built from it, so a new family is one table entry.
  */
-import type { StructuralFormat, TagFormat } from '../../sampling/grammar/output-grammar.ts';
+import type { JsonSchema, StructuralFormat, TagFormat } from '../../sampling/grammar/output-grammar.ts';
 import type { ToolChoice, ToolFunction } from './tool-types.ts';
 
 export type ToolCallFormatName = 'hermes' | 'llama3_json' | 'mistral' | 'generic';
@@ -106,9 +106,29 @@ export function detectToolCallFormat(templateText: string): ToolCallFormat {
   return TOOL_CALL_FORMATS.generic;
 }
 
-/** `{ type: 'object' }` for a tool that describes no parameters: its arguments are `{}`. */
+/** Arguments of a function that takes none: always `{}`. */
+const NO_ARGUMENTS = { type: 'object', properties: {}, additionalProperties: false } as const;
+
+/**
+ * The schema a tool's arguments are generated under, normalized as OpenAI treats function
+ * parameters: the arguments are always one JSON object.
+ * - no `parameters` (or `true`, `{}`): a function without arguments, `{}`;
+ * - an object schema that names no properties (`{"type": "object"}`) and does not allow others
+ *   explicitly (`additionalProperties` / `patternProperties`): also `{}` — no invented keys;
+ * - a schema without `type`: `type: "object"` is added (a non-object `type` is refused at the
+ *   HTTP edge, as OpenAI does).
+ */
+export function toolArgumentsSchema(parameters: ToolFunction['parameters']): JsonSchema {
+  if (parameters === undefined || parameters === true) return NO_ARGUMENTS;
+  if (parameters === false) return parameters;
+  const named = ['properties', 'additionalProperties', 'patternProperties', 'required'].some((key) => parameters[key] !== undefined);
+  const compound = ['anyOf', 'oneOf', 'allOf', '$ref', 'enum', 'const'].some((key) => parameters[key] !== undefined);
+  if (!named && !compound) return { ...parameters, ...NO_ARGUMENTS };
+  return parameters.type === undefined ? { type: 'object', ...parameters } : parameters;
+}
+
 function argumentsSchema(tool: ToolFunction): StructuralFormat {
-  return { type: 'json_schema', json_schema: tool.parameters ?? { type: 'object' } };
+  return { type: 'json_schema', json_schema: toolArgumentsSchema(tool.parameters) };
 }
 
 /**

@@ -7,6 +7,12 @@
  * The arguments' end is found by scanning the JSON (strings, escapes, nesting), so a `}` or
  * `</tool_call>` inside an argument string never ends a call. Text that does not follow the
  * syntax (impossible under the grammar) is passed through as content.
+ *
+ * An answer cut short (`max_tokens`) inside a call ends as that call with the arguments written
+ * so far; cut before the call's name is complete, it ends as no call. The call syntax written
+ * until then is never content: at the end, held text that started a call is dropped — text
+ * that began with the trigger, or with `callsOnly` (`tool_choice` required or a named
+ * function: the answer holds nothing but calls) any held prefix of a call's opening.
  */
 import type { ToolCallSyntax } from './tool-call-format.ts';
 import type { ToolCall } from './tool-types.ts';
@@ -45,6 +51,7 @@ export class ToolCallParser {
   constructor(
     private readonly syntax: ToolCallSyntax,
     private readonly newId: () => string,
+    private readonly callsOnly = false,
   ) {
     this.start = syntax.listOpen + syntax.callOpen;
   }
@@ -70,13 +77,20 @@ export class ToolCallParser {
   /** The answer ended: releases text held back (it can no longer start a call). */
   finish(): ToolStreamEvent[] {
     const events: ToolStreamEvent[] = [];
-    if (this.mode === 'text' || this.mode === 'between') this.emitContent(this.buffer, events);
-    this.buffer = '';
+    if (this.mode === 'text' && !this.startedCall(this.buffer)) this.emitContent(this.buffer, events);
+    this.buffer = ''; // 'between' holds a prefix of the separator or of the list's end: inside the list
+    this.mode = 'text';
     if (this.afterCall !== undefined && this.afterCall.trim() !== '' && this.afterCall !== this.syntax.separator) {
       this.flushContent(this.afterCall, events);
     }
     this.afterCall = undefined;
     return events;
+  }
+
+  /** Whether `held`, text kept back at the end because it could open a call, did open one. */
+  private startedCall(held: string): boolean {
+    if (held === '' || !this.start.startsWith(held)) return false;
+    return this.callsOnly || held.startsWith(this.syntax.trigger);
   }
 
   /** One transition; false when more input is needed. */

@@ -15,8 +15,9 @@ export class ToolCallStream {
   private readonly parser: ToolCallParser;
   private readonly markerIds = new Map<number, string>();
 
-  constructor(format: ToolCallFormat, specialTokens: SpecialTokens, newId: () => string = () => newToolCallId(format.idLength)) {
-    this.parser = new ToolCallParser(format.syntax, newId);
+  /** `callsOnly`: the answer holds nothing but calls (`tool_choice` required or a named function). */
+  constructor(format: ToolCallFormat, specialTokens: SpecialTokens, newId: () => string = () => newToolCallId(format.idLength), callsOnly = false) {
+    this.parser = new ToolCallParser(format.syntax, newId, callsOnly);
     for (const marker of format.syntax.markers) {
       const id = specialTokens.ids.get(marker);
       if (id !== undefined) this.markerIds.set(id, marker);

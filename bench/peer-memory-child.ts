@@ -1,0 +1,127 @@
+/**
+ * Child process of `bench/peer-memory.ts`: what one peer's shard costs in resident memory and
+ * CPU time under one set of onnxruntime memory settings. Loads layers [START, END) of the
+ * checkpoint in DIR in weight format WEIGHTS on onnxruntime-node's CPU provider (1 thread,
+ * spinning off, as a peer runs), with the settings VARIANT names (see VARIANTS), then runs a
+ * 512-position prefill and DECODE decode steps, and prints one JSON line (bytes, µs):
+ * RSS before the load, after it, after the prefill and after decode; the peak (VmHWM) from the
+ * load on; the CPU time (process.cpuUsage, every thread) per decode step and of the prefill.
+ *
+ *   node --expose-gc --import tsx bench/peer-memory-child.ts DIR START END WEIGHTS VARIANT [DECODE] [PREFILL_CHUNK]
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { getShardArtifact } from '../src/node/artifact-cache.ts';
+import { openLocalModel } from '../src/node/local-model.ts';
+import { nodeLoaderOptions } from '../src/node/ort-node-runtime.ts';
+import { KvState } from '../src/core/runtime/kv-state.ts';
+import { loadShardExecutor } from '../src/core/runtime/ort-loader.ts';
+import { parseWeightSpecName } from '../src/core/model/quant/weight-format.ts';
+import { PEER_MEMORY_VARIANTS, withMemoryVariant } from './peer-memory-variants.ts';
+
+const [directory, startText, endText, weightsText, variantName = 'default', decodeText = '32', chunkText = '512'] = process.argv.slice(2);
+const weights = weightsText ? parseWeightSpecName(weightsText) : undefined;
+const variant = PEER_MEMORY_VARIANTS[variantName];
+if (!directory || startText === undefined || endText === undefined || !weights || !variant) {
+  console.error(`usage: peer-memory-child.ts DIR START END WEIGHTS VARIANT [DECODE]; variants: ${Object.keys(PEER_MEMORY_VARIANTS).join(', ')}`);
+  process.exit(2);
+}
+const range = { start: Number(startText), end: Number(endText) };
+const decodeSteps = Number(decodeText);
+/** The 512-position prefill runs as runs of at most this many positions. */
+const prefillChunk = Number(chunkText);
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    globalThis.gc?.();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+const rss = () => process.memoryUsage().rss;
+/** RssAnon and RssFile (Linux /proc/self/status), bytes: what the process allocated, and the files it maps. */
+async function split(): Promise<{ anon: number; file: number }> {
+  const status = await readFile('/proc/self/status', 'utf8').catch(() => '');
+  const bytes = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+  return { anon: bytes('RssAnon'), file: bytes('RssFile') };
+}
+const stages: Record<string, { anon: number; file: number }> = {};
+/** Resident bytes of every mapping of files named `name` (/proc/self/smaps): weights onnxruntime maps rather than reads. */
+async function mappedResident(name: string): Promise<number> {
+  const smaps = await readFile('/proc/self/smaps', 'utf8').catch(() => '');
+  let total = 0;
+  let inside = false;
+  for (const line of smaps.split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inside = line.endsWith(name);
+    else if (inside && line.startsWith('Rss:')) total += Number(/(\d+)/.exec(line)![1]) * 1024;
+  }
+  return total;
+}
+const cpuMicros = () => {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+};
+
+const model = await openLocalModel(directory);
+const base = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
+const loader = withMemoryVariant(base, variant);
+const { artifact } = await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights);
+await settle();
+const rssBefore = rss();
+stages.before = await split();
+await writeFile('/proc/self/clear_refs', '5').catch(() => undefined);
+
+const loadCpu = cpuMicros();
+const executor = await loadShardExecutor(model.checkpoint.config, artifact, model.checkpoint.source, loader);
+const loadCpuMicros = cpuMicros() - loadCpu;
+await settle();
+const rssLoaded = rss();
+stages.loaded = await split();
+const weightsMappedLoaded = await mappedResident('weights.bin');
+
+const { hiddenSize } = model.checkpoint.config;
+const hidden = (tokens: number, seed: number) => ({ dtype: 'fp32' as const, data: new Float32Array(tokens * hiddenSize).map((_, i) => Math.sin(i + seed) * 0.1), tokens, hiddenSize });
+const kv = new KvState('memory', range, executor.kvOps);
+const prefillTokens = 512;
+const prefillCpu = cpuMicros();
+let out = await executor.run({ sessionId: 'memory', startPosition: 0, hidden: hidden(Math.min(prefillChunk, prefillTokens), 0) }, kv);
+for (let at = prefillChunk; at < prefillTokens; at += prefillChunk) {
+  out = await executor.run({ sessionId: 'memory', startPosition: at, hidden: hidden(Math.min(prefillChunk, prefillTokens - at), at) }, kv);
+}
+const prefillCpuMicros = cpuMicros() - prefillCpu;
+if (!out.data.every(Number.isFinite)) throw new Error('the shard produced non-finite activations');
+await settle();
+const rssPrefilled = rss();
+stages.prefilled = await split();
+const decodeCpu = cpuMicros();
+for (let i = 0; i < decodeSteps; i++) {
+  out = await executor.run({ sessionId: 'memory', startPosition: prefillTokens + i, hidden: hidden(1, i + 1) }, kv);
+}
+const decodeCpuMicrosPerStep = (cpuMicros() - decodeCpu) / Math.max(1, decodeSteps);
+await settle();
+const rssDecoded = rss();
+stages.decoded = await split();
+const peakRss = Number(/VmHWM:\s+(\d+) kB/.exec(await readFile('/proc/self/status', 'utf8').catch(() => ''))?.[1] ?? 0) * 1024;
+
+console.log(
+  JSON.stringify({
+    range,
+    weights: weightsText,
+    variant: variantName,
+    prefillChunk,
+    weightsBytes: artifact.manifest.weightsLength,
+    kvBytes: kv.bytes,
+    rssBefore,
+    rssLoaded,
+    rssPrefilled,
+    rssDecoded,
+    peakRss,
+    stages,
+    weightsMappedLoaded,
+    weightsMappedDecoded: await mappedResident('weights.bin'),
+    loadCpuMicros,
+    prefillCpuMicros,
+    decodeCpuMicrosPerStep,
+    checksum: Array.from(out.data).reduce((a, b) => a + b, 0),
+  }),
+);
+kv.dispose();
+await executor.dispose();

@@ -1,0 +1,52 @@
+/**
+ * In-process chained meshes for Route Session tests: real ShardPeers (stories260k shards)
+ * behind real ChainForwarders, joined by in-process outlets and ports (InProcessChains), a
+ * real Mesh; each peer may be wrapped (a FaultyPeer) and its head link counts star frames.
+ */
+import { Mesh, type MeshOptions } from '../../src/core/mesh/mesh.ts';
+import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
+import type { ChainForwarder } from '../../src/core/peer/chain-forwarder.ts';
+import { InProcessChains } from '../../src/core/peer/in-process-chain.ts';
+import type { ShardPeer, ShardService } from '../../src/core/peer/shard-peer.ts';
+import type { ChainPort } from '../../src/core/runtime/chain-port.ts';
+import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import { meshModel } from '../../src/node/mesh-model.ts';
+import { CountingLink } from './peer-doubles.ts';
+import { CountingProvider, createPeer, type EvictableShardPeer, type StoriesContext } from './route-harness.ts';
+
+export interface ChainTestPeer {
+  readonly shard: EvictableShardPeer;
+  readonly forwarder: ChainForwarder;
+  readonly port: ChainPort;
+  /** The head's star link to it (counts star frames). */
+  readonly link: CountingLink;
+  /** Copies it sent the head. */
+  copies: number;
+  /** Chain errors it reported to the head. */
+  readonly reports: string[];
+}
+
+export interface ChainTestMesh {
+  readonly mesh: Mesh;
+  readonly provider: CountingProvider;
+  readonly chains: InProcessChains;
+  readonly peers: Map<string, ChainTestPeer>;
+}
+
+/** `n` in-process peers p1…pn that run chained routes; `wrap` puts a double between a forwarder and its shard. */
+export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}): ChainTestMesh {
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weightSpec('fp32')), { headLayers: 'none', warmUpFrames: false, ...options }); // no warm-up frames: these tests count star frames
+  const chains = new InProcessChains();
+  const peers = new Map<string, ChainTestPeer>();
+  for (let i = 1; i <= n; i++) {
+    const id = `p${i}`;
+    const shard = createPeer(ctx);
+    const { forwarder, port } = chains.join(id, wrap?.(id, shard) ?? shard);
+    const link = new CountingLink(new InProcessLink(forwarder));
+    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, reports: [] };
+    port.listen({ copy: () => peer.copies++, report: (e) => peer.reports.push(`${e.code}: ${e.message}`) });
+    peers.set(id, peer);
+    mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: true } });
+  }
+  return { mesh, provider: new CountingProvider(mesh), chains, peers };
+}

@@ -1,0 +1,142 @@
+/**
+ * Chained routes in one process (protocol 3.2), through the Route Session without HTTP, over
+ * real ShardPeers behind real ChainForwarders: head → p1 → p2 → p3 → head. Greedy output
+ * equals the one-process answer (with prompt-lookup speculation and with pipelined prefill);
+ * no star frame is sent while the chain is whole; every hop copies its output to the head.
+ * A hop mid-chain that answers NaN, hangs past its deadline or is gone is replaced, the
+ * tokens unchanged; a chain frame from a sender the head did not name is refused.
+ */
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
+import { DEADLINE_FLOOR_MS } from '../../src/core/mesh/hop-latency.ts';
+import { ManualClock } from './manual-clock.ts';
+import { FaultyPeer, type PeerFault } from './peer-doubles.ts';
+import { chainMesh } from './chain-harness.ts';
+import { collect, greedy, openSession, PROMPT, useStories } from './route-harness.ts';
+
+const TOKENS = 16;
+const stories = useStories('chain-route', TOKENS);
+
+const starFrames = (t: ReturnType<typeof chainMesh>) => [...t.peers.values()].map((p) => p.link.frames);
+
+describe('a chained route gives the one-process answer', () => {
+  it('greedy through head → p1 → p2 → p3 → head, speculation on: same tokens, no star frame, every hop copied', async () => {
+    const t = chainMesh(stories.ctx, 3);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain' }, PROMPT);
+    const { ids } = await collect(session);
+    expect(ids).toEqual(stories.expected);
+    expect(session.telemetry.hops.map((h) => h.peerId)).toEqual(['p1', 'p2', 'p3']);
+    expect(starFrames(t)).toEqual([0, 0, 0]);
+    const steps = session.telemetry.speculation!.steps;
+    expect(steps).toBeGreaterThan(1);
+    for (const p of t.peers.values()) expect(p.copies).toBe(session.telemetry.hops[0].frames);
+    expect(session.telemetry.repairs).toEqual([]);
+    await session.closed;
+    for (const p of t.peers.values()) {
+      expect(p.shard.kvEntries).toBe(0);
+      expect(p.forwarder.table.size).toBe(0);
+    }
+  });
+
+  it('a pipelined prefill flows down the chain chunk by chunk: same tokens', async () => {
+    const t = chainMesh(stories.ctx, 3);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain', prefillChunk: 3 }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
+    expect(starFrames(t)).toEqual([0, 0, 0]);
+    // 9 prompt positions in chunks of 3: three copies of the prefill per hop, then the decode steps.
+    expect(session.telemetry.hops[2].frames).toBeGreaterThanOrEqual(3 + 1);
+  });
+
+  it('star mode sends no chain frame and gives the same tokens', async () => {
+    const t = chainMesh(stories.ctx, 3);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'star' }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
+    expect([...t.peers.values()].map((p) => p.copies)).toEqual([0, 0, 0]);
+    expect(Math.min(...starFrames(t))).toBeGreaterThan(0);
+  });
+});
+
+describe('a hop mid-chain that fails is replaced, same tokens', () => {
+  const faulty = (fault: PeerFault, after: number) => (id: string, peer: import('../../src/core/peer/shard-peer.ts').ShardPeer) => (id === 'p2' ? new FaultyPeer(peer, fault, after) : peer);
+
+  it('p2 answers NaN from its 5th frame: the head sees the bad copy, replaces p2', async () => {
+    const t = chainMesh(stories.ctx, 4, faulty('nan', 4));
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain' }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
+    const replaced = session.telemetry.repairs.filter((r) => r.kind === 'replaced');
+    expect(replaced).toEqual([expect.objectContaining({ lostPeerId: 'p2', reason: expect.stringMatching(/^faulty: .*NaN/) })]);
+    expect(t.mesh.peers.find((p) => p.id === 'p2')!.quarantine).toMatchObject({ strikes: 1 });
+    // The chain is named again around the replacement: later steps are chained again.
+    expect(t.peers.get(replaced[0].peerId)!.copies).toBeGreaterThan(0);
+  });
+
+  it('p2 hangs: its copy is missing at its deadline (the clock seam), p2 is replaced', async () => {
+    const clock = new ManualClock();
+    let p2!: FaultyPeer;
+    const t = chainMesh(stories.ctx, 4, (id, peer) => (id === 'p2' ? (p2 = new FaultyPeer(peer, 'silent', 6)) : peer), { clock });
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain', clock, hopTimeoutMs: 5000, backoff: { baseMs: 0, maxMs: 0 } }, PROMPT);
+    const running = collect(session);
+    await p2.tripped.promise;
+    await new Promise((r) => setTimeout(r, 20));
+    // The adaptive deadline: p2 answered in 0 ms on this clock, so the floor (--hop-timeout, 5 s, is the ceiling).
+    expect(clock.nextIn).toBe(DEADLINE_FLOOR_MS);
+    clock.advance(DEADLINE_FLOOR_MS);
+    expect((await running).ids).toEqual(stories.expected);
+    expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', lostPeerId: 'p2', cause: 'hung' })]);
+  });
+
+  it('p2 is gone (its process killed): p1 cannot forward, reports it, p2 is replaced', async () => {
+    const t = chainMesh(stories.ctx, 4);
+    let seen = 0;
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, {
+      routeMode: 'chain',
+      onUpdate: () => {
+        if (++seen === 8) {
+          t.chains.leave('p2');
+          void t.peers.get('p2')!.link.close('killed');
+        }
+      },
+    }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
+    expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', lostPeerId: 'p2', cause: 'lost' })]);
+    expect(t.peers.get('p1')!.reports.some((r) => /route_unavailable: could not forward to p2/.test(r))).toBe(true);
+  });
+});
+
+describe('chain frames only from the sender the head named', () => {
+  it('a frame from a peer the head did not name for that session is refused and reported', async () => {
+    const t = chainMesh(stories.ctx, 3);
+    const p3 = t.peers.get('p3')!;
+    const m = t.mesh.model;
+    const range = { start: 4, end: 5 };
+    expect(await p3.forwarder.handleControl({ kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.dtype, weights: m.weights, artifactUrl: m.artifactUrl(range), config: m.config })).toMatchObject({ kind: 'ready' });
+    const sessionId = randomUUID();
+    expect(await p3.forwarder.handleControl({ kind: 'chain', sessionId, range: { start: 4, end: 5 }, from: 'p2' })).toMatchObject({ kind: 'chained' });
+    const frame = () => encodeFrame({ kind: 'chain', requestId: 7, sessionId, startPosition: 0, range: { start: 4, end: 5 }, activations: { dtype: 'fp32', data: new Float32Array(64), tokens: 1, hiddenSize: 64 } });
+    await p3.forwarder.receiveChain(frame(), 'p1');
+    await p3.forwarder.receiveChain(frame(), 'head');
+    await p3.forwarder.receiveChain(encodeFrame({ kind: 'chain', requestId: 8, sessionId: randomUUID(), startPosition: 0, range: { start: 4, end: 5 }, activations: { dtype: 'fp32', data: new Float32Array(64), tokens: 1, hiddenSize: 64 } }), 'p2');
+    expect(p3.reports).toEqual([
+      expect.stringMatching(/^unauthorized: .*came from p1; the head named p2/),
+      expect.stringMatching(/^unauthorized: .*came from head; the head named p2/),
+      expect.stringMatching(/^unauthorized: no chained route/),
+    ]);
+    expect(p3.copies).toBe(0);
+    expect(p3.shard.kvEntries).toBe(0);
+    await p3.forwarder.receiveChain(frame(), 'p2');
+    expect(p3.copies).toBe(1);
+  });
+
+  it('a peer will not be named its own sender, nor forward to itself or the head', async () => {
+    const t = chainMesh(stories.ctx, 2);
+    const f = t.peers.get('p1')!.forwarder;
+    const sessionId = randomUUID();
+    const range = { start: 0, end: 2 };
+    expect(await f.handleControl({ kind: 'chain', sessionId, range, from: 'p1' })).toMatchObject({ kind: 'error', code: 'protocol_error' });
+    expect(await f.handleControl({ kind: 'chain', sessionId, range, from: 'head', to: { peerId: 'p1', range } })).toMatchObject({ kind: 'error', code: 'protocol_error' });
+    expect(await f.handleControl({ kind: 'chain', sessionId, range, from: 'head', to: { peerId: 'head', range } })).toMatchObject({ kind: 'error', code: 'protocol_error' });
+    expect(await f.handleControl({ kind: 'chain', sessionId, range, from: 'head', to: { peerId: 'p9', range } })).toMatchObject({ kind: 'error', code: 'route_unavailable' });
+    expect(f.table.size).toBe(0);
+  });
+});
