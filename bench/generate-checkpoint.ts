@@ -1,6 +1,7 @@
 /**
- * A random-weight fp32 Llama checkpoint shaped like SmolLM2-135M, written fast: tensors are
- * streamed to model.safetensors one at a time (no whole-model buffer) from a xorshift
+ * A random-weight Llama checkpoint of a given shape (SmolLM2-135M's in fp32, Llama-3.2-1B's
+ * in bf16), written fast: tensors are streamed to model.safetensors in chunks of rows (no
+ * whole-tensor buffer: the 1B's embedding alone is 263 M values) from a xorshift
  * generator giving uniform values with the fixture's standard deviations (shapes and
  * scales matter for speed, the exact distribution does not). Tokenizer: the fixtures'
  * WordLevel stand-in (`t<i>`), which meshnet's head and transformers.js both load offline.
@@ -20,6 +21,10 @@ export interface GeneratedShape {
   readonly maxPositionEmbeddings: number;
   readonly tied: boolean;
   readonly seed: number;
+  /** Stored dtype (default F32). BF16 values are the F32 ones rounded to nearest even. */
+  readonly dtype?: 'F32' | 'BF16';
+  /** rope_theta (default 100,000). */
+  readonly ropeTheta?: number;
 }
 
 export const SMOLLM2_135M_SHAPE: GeneratedShape = {
@@ -33,6 +38,41 @@ export const SMOLLM2_135M_SHAPE: GeneratedShape = {
   tied: true,
   seed: 135,
 };
+
+/**
+ * Llama-3.2-1B's shape (issue #24's bandwidth-bound bench model): 16 layers of hidden 2048,
+ * intermediate 8192, 32 query / 8 KV heads of 64, a 128,256-token tied embedding, 8,192
+ * positions (Llama-3.2's own 131,072 with llama3 rope scaling is left out: the shape, not the
+ * rope, sets the speed, and the GGUF writer takes plain rope). bf16, as the Hub ships it:
+ * 2.47 GB on disk.
+ */
+export const LLAMA_3_2_1B_SHAPE: GeneratedShape = {
+  hiddenSize: 2048,
+  numLayers: 16,
+  numHeads: 32,
+  numKvHeads: 8,
+  intermediateSize: 8192,
+  vocabSize: 128256,
+  maxPositionEmbeddings: 8192,
+  tied: true,
+  seed: 1236,
+  dtype: 'BF16',
+  ropeTheta: 500000,
+};
+
+/** F32 → BF16 bits, round to nearest even (NaN stays NaN). */
+export function bf16Bits(values: Float32Array): Uint16Array {
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < bits.length; i++) {
+    const x = bits[i]!;
+    out[i] = (x & 0x7fffffff) > 0x7f800000 ? (x >>> 16) | 0x40 : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
+
+/** Values per write: 4 M (16 MiB of F32). */
+const CHUNK_VALUES = 1 << 22;
 
 interface TensorPlan {
   readonly name: string;
@@ -72,10 +112,12 @@ export async function generateCheckpoint(dir: string, shape: GeneratedShape = SM
   await mkdir(dir, { recursive: true });
   const tensors = plan(shape);
   const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
+  const dtype = shape.dtype ?? 'F32';
+  const width = dtype === 'BF16' ? 2 : 4;
   let offset = 0;
   for (const t of tensors) {
-    const bytes = t.shape.reduce((a, b) => a * b, 1) * 4;
-    header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + bytes] };
+    const bytes = t.shape.reduce((a, b) => a * b, 1) * width;
+    header[t.name] = { dtype, shape: t.shape, data_offsets: [offset, offset + bytes] };
     offset += bytes;
   }
   let json = JSON.stringify(header);
@@ -88,16 +130,21 @@ export async function generateCheckpoint(dir: string, shape: GeneratedShape = SM
   try {
     await file.write(prefix);
     let state = (shape.seed * 2654435761) >>> 0 || 1;
+    const buffer = new Float32Array(CHUNK_VALUES);
     for (const t of tensors) {
-      const values = new Float32Array(t.shape.reduce((a, b) => a * b, 1));
+      const count = t.shape.reduce((a, b) => a * b, 1);
       const scale = t.std * Math.sqrt(3) * 2; // uniform on [-√3σ, √3σ] has standard deviation σ
-      for (let i = 0; i < values.length; i++) {
-        state ^= state << 13;
-        state ^= state >>> 17;
-        state ^= state << 5;
-        values[i] = t.mean + ((state >>> 0) / 4294967296 - 0.5) * scale;
+      for (let done = 0; done < count; done += CHUNK_VALUES) {
+        const values = buffer.subarray(0, Math.min(CHUNK_VALUES, count - done));
+        for (let i = 0; i < values.length; i++) {
+          state ^= state << 13;
+          state ^= state >>> 17;
+          state ^= state << 5;
+          values[i] = t.mean + ((state >>> 0) / 4294967296 - 0.5) * scale;
+        }
+        const out = dtype === 'BF16' ? bf16Bits(values) : values;
+        await file.write(new Uint8Array(out.buffer, out.byteOffset, out.byteLength));
       }
-      await file.write(new Uint8Array(values.buffer));
     }
   } finally {
     await file.close();
@@ -113,10 +160,10 @@ export async function generateCheckpoint(dir: string, shape: GeneratedShape = SM
     vocab_size: shape.vocabSize,
     max_position_embeddings: shape.maxPositionEmbeddings,
     rms_norm_eps: 1e-5,
-    rope_theta: 100000,
+    rope_theta: shape.ropeTheta ?? 100000,
     hidden_act: 'silu',
     tie_word_embeddings: shape.tied,
-    torch_dtype: 'float32',
+    torch_dtype: dtype === 'BF16' ? 'bfloat16' : 'float32',
     bos_token_id: 1,
     eos_token_id: 2,
     attention_bias: false,

@@ -273,6 +273,22 @@ function targets(models: BenchReport['models']): Target[] {
       out.push({ target, measured: missing.join('; '), met: false });
     }
   }
+  // The bandwidth-bound model (issue #24): q8 and q4 ≥ 0.9× llama.cpp's Q8_0 and Q4_0, one
+  // process; 2 peers ≥ 90% of one process in each format.
+  for (const model of models.filter((m) => m.name.startsWith('llama-3.2-1b'))) {
+    for (const weights of ['q4', 'q8'] as const) {
+      const counterpart = LLAMA_CPP_COUNTERPART[weights];
+      const ours = model.rows.find((r) => r.kind === 'one-process' && r.weights === weights);
+      const theirs = model.rows.find((r) => r.kind === 'llama-cpp' && r.weights === counterpart);
+      const peers = model.rows.find((r) => loopback(r) && r.weights === weights);
+      const target = `${model.name}: meshnet ${weights} ≥ 0.9× llama.cpp ${counterpart} (decode tokens/s, one process, same threads)`;
+      if (ours && theirs) {
+        const ratio = ours.decodeTokensPerSecond / theirs.decodeTokensPerSecond;
+        out.push({ target, measured: `${ratio.toFixed(2)}× (${ours.decodeTokensPerSecond.toFixed(1)} / ${theirs.decodeTokensPerSecond.toFixed(1)} tok/s)`, met: ratio >= 0.9 });
+      } else out.push({ target, measured: `not measured (${[ours ? '' : `meshnet ${weights}`, theirs ? '' : `llama.cpp ${counterpart}`].filter(Boolean).join(', ')})`, met: false });
+      if (peers) out.push({ target: `${model.name}, ${peers.label}: ≥ 90% of one-process decode tokens/s`, measured: pct(peers.vsOneProcess), met: peers.vsOneProcess >= 0.9 });
+    }
+  }
   // Compact weights (issue #12), meshnet's side: q4 speed in one process, q4 peers' memory.
   const oneOf = (weights: string) => smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && r.accuracyLevel === undefined);
   const fp32One = oneOf('fp32');

@@ -1,8 +1,12 @@
 /**
- * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp]`:
+ * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp] [--models A,B]`:
  * meshnet against transformers.js, llama.cpp and the machine's memory bandwidth, in one run.
  *
- * Models: test/fixtures/models/stories260k and a generated SmolLM2-135M-shaped fp32 checkpoint.
+ * Models (`--models`, default `stories260k,smollm2-135m-shaped`): test/fixtures/models/stories260k,
+ * a generated SmolLM2-135M-shaped fp32 checkpoint, and `llama-3.2-1b-shaped`, a generated
+ * Llama-3.2-1B-shaped bf16 one (2.47 GB, written once into bench/.cache): bandwidth-bound,
+ * so it runs q8 and q4 only (one process and 2 relay peers) beside llama.cpp Q8_0 and Q4_0,
+ * with no fp32 or transformers.js rows (an fp32 export of it would be 5 GB).
  * Configurations (each in its own process, see bench/measure.ts): meshnet in one process,
  * once per weight format this build serves (bench/meshnet-weights.ts; the others are listed
  * as not available); pipelines of 2 and 3 local peer processes over relay and direct links
@@ -22,7 +26,7 @@ import { openLocalModel } from '../src/node/local-model.ts';
 import type { BandwidthSample } from './bandwidth.ts';
 import type { GrammarMaskReport } from './grammar-mask.ts';
 import { exportForTransformers } from './export-transformers.ts';
-import { generateCheckpoint } from './generate-checkpoint.ts';
+import { generateCheckpoint, LLAMA_3_2_1B_SHAPE } from './generate-checkpoint.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { cachedGguf, type CachedGguf } from './llama-cpp/gguf-cache.ts';
 import { ensureNodeLlamaCpp, NODE_LLAMA_CPP_VERSION, type LlamaCppInstall } from './llama-cpp/install.ts';
@@ -44,8 +48,20 @@ const { values } = parseArgs({
     threads: { type: 'string' },
     rounds: { type: 'string' },
     'skip-llama-cpp': { type: 'boolean', default: false },
+    models: { type: 'string', default: 'stories260k,smollm2-135m-shaped' },
   },
 });
+/** What a model's rows are: every configuration, or (bandwidth-bound models) the compact formats only. */
+interface ModelPlan {
+  /** fp32, spinning and transformers.js rows, and the pipelines of every link. */
+  readonly full: boolean;
+  /** The compact formats' rows (q4 at level 0, each format over 2 relay peers). */
+  readonly compact: boolean;
+  readonly llamaCppTypes: readonly GgufWeights[];
+}
+const BENCH_MODELS = ['stories260k', 'smollm2-135m-shaped', 'llama-3.2-1b-shaped'] as const;
+const benchModels = values.models!.split(',').map((m) => m.trim());
+for (const m of benchModels) if (!(BENCH_MODELS as readonly string[]).includes(m)) throw new Error(`--models: '${m}' is not one of ${BENCH_MODELS.join(', ')}`);
 /** The llama.cpp types measured beside meshnet (the writer also does F16). */
 const LLAMA_CPP_TYPES: readonly GgufWeights[] = ['F32', 'Q8_0', 'Q4_0'];
 const quick = values.quick!;
@@ -91,11 +107,23 @@ async function measureBandwidth(): Promise<{ oneStream: number; allStreams: numb
   return { oneStream, allStreams: Math.max(allStreams, oneStream), streams };
 }
 
-function configurations(model: string, exportDir: string, longPrompt: number, ggufs: readonly CachedGguf[], llama: { dir: string; vocabSize: number; contextSize: number } | undefined, compact: boolean): MeasureSpec[] {
+function configurations(model: string, exportDir: string, longPrompt: number, ggufs: readonly CachedGguf[], llama: { dir: string; vocabSize: number; contextSize: number } | undefined, plan: ModelPlan): MeasureSpec[] {
   // Spinning off is meshnet's setting everywhere (peers share the cores); transformers.js
   // leaves onnxruntime's default (on). Both engines run both ways, so each ratio compares
   // like with like.
   const common = { model, threads, decodeTokens, longPrompt, repeats, spinning: false };
+  const llamaSpecs = (): MeasureSpec[] =>
+    llama ? ggufs.map((gguf) => ({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken })) : [];
+  if (!plan.full) {
+    // Bandwidth-bound: q8 and q4, one process and 2 relay peers each.
+    const compactFormats = meshnetWeights.available.filter((w) => w === 'q8' || w === 'q4');
+    const specs: MeasureSpec[] = compactFormats.flatMap((weights): MeasureSpec[] => [
+      { ...common, kind: 'one-process', weights },
+      { ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights },
+    ]);
+    return [...specs, ...llamaSpecs()];
+  }
+  const compact = plan.compact;
   const specs: MeasureSpec[] = [{ ...common, kind: 'one-process' }, { ...common, kind: 'one-process', spinning: true }];
   for (const weights of meshnetWeights.available) if (weights !== 'fp32') specs.push({ ...common, kind: 'one-process', weights });
   const pipelines: [number, 'relay' | 'direct'][] = quick ? [[2, 'relay']] : [[2, 'relay'], [2, 'direct'], [3, 'relay'], [3, 'direct']];
@@ -110,24 +138,24 @@ function configurations(model: string, exportDir: string, longPrompt: number, gg
     if (meshnetWeights.available.includes('q4')) specs.push({ ...common, kind: 'one-process', weights: 'q4', accuracyLevel: 0 });
     for (const weights of meshnetWeights.available) if (weights !== 'fp32') specs.push({ ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights });
   }
-  if (llama) {
-    for (const gguf of ggufs) specs.push({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken });
-  }
+  specs.push(...llamaSpecs());
   return specs;
 }
 
 
-async function benchModel(name: string, dir: string): Promise<ModelReport> {
+async function benchModel(name: string, dir: string, plan: ModelPlan): Promise<ModelReport> {
   const model = await openLocalModel(dir);
   const config = model.checkpoint.config;
   const longPrompt = Math.min(512, config.maxPositionEmbeddings - 64);
   const exportDir = path.join(CACHE, 'export', name);
-  const exportStart = performance.now();
-  await exportForTransformers(dir, exportDir, model.checkpoint);
-  log(`${name}: exported for transformers.js in ${((performance.now() - exportStart) / 1000).toFixed(1)} s`);
+  if (plan.full) {
+    const exportStart = performance.now();
+    await exportForTransformers(dir, exportDir, model.checkpoint);
+    log(`${name}: exported for transformers.js in ${((performance.now() - exportStart) / 1000).toFixed(1)} s`);
+  }
   const ggufs: CachedGguf[] = [];
   if (llamaCpp.ok) {
-    for (const weights of LLAMA_CPP_TYPES) {
+    for (const weights of plan.llamaCppTypes) {
       const ggufStart = performance.now();
       const gguf = await cachedGguf(CACHE, name, dir, weights);
       ggufs.push(gguf);
@@ -139,10 +167,10 @@ async function benchModel(name: string, dir: string): Promise<ModelReport> {
   const llama = llamaCpp.ok ? { dir: llamaCpp.dir, vocabSize: config.vocabSize, contextSize } : undefined;
   // Rounds: every configuration once per round, so a burst of other work on a shared
   // machine hits one round of a configuration, not all of it. Each figure keeps its best round.
-  const specs = configurations(dir, exportDir, longPrompt, ggufs, llama, name !== 'stories260k');
+  const specs = configurations(dir, exportDir, longPrompt, ggufs, llama, plan);
   const rounds: MeasureResult[][] = specs.map(() => []);
   const unavailable: UnavailableRow[] = meshnetWeights.unavailable.map((u) => ({ label: rowLabel({ kind: 'one-process', weights: u.weights } as MeasureSpec), reason: u.reason }));
-  if (!llamaCpp.ok) for (const weights of LLAMA_CPP_TYPES) unavailable.push({ label: `llama.cpp ${weights}`, reason: `skipped: ${llamaCpp.reason}` });
+  if (!llamaCpp.ok) for (const weights of plan.llamaCppTypes) unavailable.push({ label: `llama.cpp ${weights}`, reason: `skipped: ${llamaCpp.reason}` });
   const failed = new Set<number>();
   for (let round = 0; round < repeats; round++) {
     for (const [i, spec] of specs.entries()) {
@@ -191,12 +219,19 @@ if (!llamaCpp.ok) log(`llama.cpp rows skipped: ${llamaCpp.reason}`);
 else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relative(process.cwd(), llamaCpp.dir) || llamaCpp.dir}, prebuilt CPU binary, ${threads} threads`);
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);
-const smolDir = await generateCheckpoint(path.join(CACHE, 'smollm2-135m-shaped'));
 log('grammar mask cost per token (xgrammar, 49,152 and 151,936 vocabularies)');
 const grammarMask = JSON.parse(await runChild('grammar-mask.ts', ['--steps', quick ? '200' : '600'])) as GrammarMaskReport;
 const models: ModelReport[] = [];
-models.push(await benchModel('stories260k', STORIES));
-models.push(await benchModel('smollm2-135m-shaped', smolDir));
+for (const name of benchModels) {
+  if (name === 'stories260k') models.push(await benchModel(name, STORIES, { full: true, compact: false, llamaCppTypes: LLAMA_CPP_TYPES }));
+  if (name === 'smollm2-135m-shaped') models.push(await benchModel(name, await generateCheckpoint(path.join(CACHE, name)), { full: true, compact: true, llamaCppTypes: LLAMA_CPP_TYPES }));
+  if (name === 'llama-3.2-1b-shaped') {
+    const writing = performance.now();
+    const dir = await generateCheckpoint(path.join(CACHE, name), LLAMA_3_2_1B_SHAPE);
+    log(`${name}: checkpoint ready in ${((performance.now() - writing) / 1000).toFixed(1)} s`);
+    models.push(await benchModel(name, dir, { full: false, compact: true, llamaCppTypes: ['Q8_0', 'Q4_0'] }));
+  }
+}
 
 const report: BenchReport = summarize({
   startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),

@@ -1,6 +1,6 @@
 /** Shared helpers for engine tests: temp folders, fixture models, reference weights, step runners. */
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Checkpoint } from '../../src/core/model/checkpoint.ts';
@@ -41,6 +41,14 @@ export async function tempDir(prefix: string): Promise<{ dir: string; remove: ()
 export async function fixtureModel(root: string, name: string, options: TinyCheckpointOptions): Promise<LocalModel> {
   const dir = path.join(root, name);
   await writeTinyCheckpoint(dir, options);
+  return openLocalModel(dir);
+}
+
+/** A fixture model from ready-made checkpoint files (e.g. buildGemmaCheckpointFiles). */
+export async function fixtureModelFromFiles(root: string, name: string, files: Map<string, Uint8Array | string>): Promise<LocalModel> {
+  const dir = path.join(root, name);
+  await mkdir(dir, { recursive: true });
+  for (const [file, content] of files) await writeFile(path.join(dir, file), content);
   return openLocalModel(dir);
 }
 

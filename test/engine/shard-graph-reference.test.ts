@@ -13,6 +13,7 @@ const CASES: Record<string, TinyCheckpointOptions> = {
   'llama untied': { ...TINY_PRESETS.llamaUntied, dtype: 'F32', seed: 2 },
   'llama3 rope scaling': { ...TINY_PRESETS.llama3, dtype: 'F32', seed: 3 },
   mistral: { ...TINY_PRESETS.mistral, dtype: 'F32', seed: 4 },
+  'mistral, window 4 shorter than the prompt': { ...TINY_PRESETS.mistral, dtype: 'F32', seed: 9, slidingWindow: 4 },
   qwen2: { ...TINY_PRESETS.qwen2, dtype: 'F32', seed: 5 },
   qwen3: { ...TINY_PRESETS.qwen3, dtype: 'F32', seed: 6 },
   'llama F16 checkpoint': { ...TINY_PRESETS.llama, dtype: 'F16', seed: 7 },

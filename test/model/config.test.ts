@@ -84,7 +84,7 @@ describe('parseModelConfig', () => {
     const message = refusal({ ...llama, architectures: ['GPT2LMHeadModel'] }).message;
     expect(message).toMatch(/architecture 'GPT2LMHeadModel' is not supported/);
     for (const name of SUPPORTED_ARCHITECTURES) expect(message).toContain(name);
-    expect(SUPPORTED_ARCHITECTURES).toEqual(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM', 'MixtralForCausalLM', 'Qwen2MoeForCausalLM', 'Qwen3MoeForCausalLM']);
+    expect(SUPPORTED_ARCHITECTURES).toEqual(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM', 'Gemma2ForCausalLM', 'Gemma3ForCausalLM', 'Gemma3ForConditionalGeneration', 'MixtralForCausalLM', 'Qwen2MoeForCausalLM', 'Qwen3MoeForCausalLM']);
   });
 
   it('checks head counts', () => {
@@ -121,7 +121,7 @@ describe('parseModelConfig', () => {
     expect(config.slidingWindow).toBeUndefined();
     expect(parseModelConfig('config.json', { ...qwen2, use_sliding_window: true, max_window_layers: 0 }).slidingWindow).toBe(4096);
     expect(parseModelConfig('config.json', { ...qwen2, use_sliding_window: true }).slidingWindow).toBeUndefined(); // no layer slides
-    expect(refusal({ ...qwen2, use_sliding_window: true, max_window_layers: 2 }).message).toMatch(/only some layers is not supported/);
+    expect(parseModelConfig('config.json', { ...qwen2, use_sliding_window: true, max_window_layers: 2 }).slidingLayers).toEqual([false, false, true, true, true]);
   });
 
   it('Qwen3: qk norm, head_dim from config, attention_bias from config', () => {

@@ -5,9 +5,9 @@ import { completionBudget, ContextLengthError, generationLimits, MAX_ROTARY_POSI
 const config = { maxPositionEmbeddings: 2048, eosTokenIds: [2] };
 
 describe('generationLimits', () => {
-  it('the context is max_position_embeddings, within the rotary table and a sliding window', () => {
+  it('the context is max_position_embeddings, within the rotary table; a sliding window does not cut it', () => {
     expect(generationLimits(config).contextLength).toBe(2048);
-    expect(generationLimits({ ...config, slidingWindow: 16 }).contextLength).toBe(16);
+    expect(generationLimits({ ...config, slidingWindow: 16 } as typeof config).contextLength).toBe(2048);
     const long = { ...config, maxPositionEmbeddings: 131072 };
     expect(rotaryPositions(long)).toBe(MAX_ROTARY_POSITIONS);
     // A request may never ask for positions beyond the rotary table the graph was built with.

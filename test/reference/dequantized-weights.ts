@@ -53,10 +53,11 @@ async function partTensors(model: LocalModel, part: ShardPart, dtype: Activation
  */
 export async function dequantizedReference(model: LocalModel, dtype: ActivationDtype, weights: WeightSpec): Promise<ReferenceWeights> {
   const { config } = model.checkpoint;
+  const prefix = config.tensorPrefix ?? 'model.';
   const tensors = await partTensors(model, { kind: 'layers', range: { start: 0, end: config.numLayers } }, dtype, weights);
   for (const [name, t] of await partTensors(model, { kind: 'embedding' }, dtype, weights)) tensors.set(name, t);
   for (const [name, t] of await partTensors(model, { kind: 'head' }, dtype, weights)) {
-    tensors.set(name === 'model.embed_tokens.weight' ? 'lm_head.weight' : name, t);
+    tensors.set(name === `${prefix}embed_tokens.weight` ? `${prefix.slice(0, -'model.'.length)}lm_head.weight` : name, t);
   }
   return {
     get(name) {

@@ -1,8 +1,11 @@
 /**
  * Pure-TypeScript reference forward pass for Llama-family decoders (Llama, Mistral, Qwen2,
- * Qwen3; Mixtral, Qwen2-MoE and Qwen3-MoE through moe-forward.ts), with Hugging Face
- * transformers semantics. Naive loops, no dependencies: it exists so tests can check the
- * ONNX shard graphs against something obviously correct.
+ * Qwen3; Mixtral, Qwen2-MoE and Qwen3-MoE through moe-forward.ts) and Gemma 2 / Gemma 3
+ * (modeling_gemma2.py, modeling_gemma3.py: √hidden-scaled embedding, (1 + w) RMSNorms in
+ * fp32, norms before and after attention and MLP, GELU-tanh, query_pre_attn_scalar, attention
+ * and final softcaps, sliding layers with their own rotary), with Hugging Face transformers
+ * semantics. Naive loops, no dependencies: it exists so tests can check the ONNX shard graphs
+ * against something obviously correct.
  *
  * Precision: every activation is stored as float32 between operations (what an fp32 graph
  * holds), while every reduction — dot products, the RMSNorm mean of squares, softmax sums —
@@ -12,6 +15,7 @@
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
 import { referenceMoeBlock } from './moe-forward.ts';
 import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
+import { geluTanh, linear, perHeadRmsNorm, rmsNorm, rotateHalf, softcap, tensor } from './ops.ts';
 
 /** Tensor source: Hugging Face tensor names, row-major float32, `[out, in]` for linear weights. */
 export interface ReferenceWeights {
@@ -59,13 +63,27 @@ export class ReferenceKvCache {
   }
 }
 
-/** Hidden state `[hiddenSize]` of each token: rows of `model.embed_tokens.weight`. */
+/** `model.`, or `language_model.model.` (Gemma3ForConditionalGeneration). */
+function prefixOf(config: ModelConfig): string {
+  return config.tensorPrefix ?? 'model.';
+}
+
+/** An RMSNorm weight: Gemma's multiplies by (1 + w), computed in fp32. */
+function normWeight(config: ModelConfig, weights: ReferenceWeights, name: string, size: number): Float32Array {
+  const w = tensor(weights, name, size);
+  return config.gemma ? w.map((v) => 1 + v) : w;
+}
+
+/** Hidden state `[hiddenSize]` of each token: rows of `model.embed_tokens.weight` (times √hidden for Gemma). */
 export function referenceEmbed(config: ModelConfig, weights: ReferenceWeights, tokenIds: number[]): Float32Array[] {
   const { hiddenSize, vocabSize } = config;
-  const table = tensor(weights, 'model.embed_tokens.weight', vocabSize * hiddenSize); // [vocab, hidden]
+  const table = tensor(weights, `${prefixOf(config)}embed_tokens.weight`, vocabSize * hiddenSize); // [vocab, hidden]
+  const scale = Math.fround(Math.sqrt(hiddenSize)); // Gemma: the normalizer in the activation dtype (fp32 here)
   return tokenIds.map((id) => {
     if (!Number.isInteger(id) || id < 0 || id >= vocabSize) throw new RangeError(`token id ${id} outside [0, ${vocabSize})`);
-    return table.slice(id * hiddenSize, (id + 1) * hiddenSize);
+    const row = table.slice(id * hiddenSize, (id + 1) * hiddenSize);
+    if (config.gemma) for (let i = 0; i < hiddenSize; i++) row[i] *= scale;
+    return row;
   });
 }
 
@@ -92,10 +110,9 @@ export function referenceLayers(
   for (const h of hidden) {
     if (h.length !== config.hiddenSize) throw new RangeError(`hidden state has ${h.length} values, expected ${config.hiddenSize}`);
   }
-  const invFreq = ropeInverseFrequencies(config.rope, config.headDim);
   let states: Float32Array[] = hidden.map((h) => Float32Array.from(h));
   for (let layer = range.start; layer < range.end; layer++) {
-    states = states.map((h, i) => decoderLayer(config, weights, layer, h, past + i, invFreq, kv));
+    states = states.map((h, i) => decoderLayer(config, weights, layer, h, past + i, kv));
   }
   return states;
 }
@@ -103,9 +120,13 @@ export function referenceLayers(
 /** Logits `[vocabSize]` for one hidden state: final RMSNorm, then the LM head (tied or not). */
 export function referenceHead(config: ModelConfig, weights: ReferenceWeights, hidden: Float32Array): Float32Array {
   const { hiddenSize, vocabSize } = config;
-  const normed = rmsNorm(hidden, tensor(weights, 'model.norm.weight', hiddenSize), config.rmsNormEps);
-  const headName = config.tieWordEmbeddings && !weights.has?.('lm_head.weight') ? 'model.embed_tokens.weight' : 'lm_head.weight';
-  return linear(normed, tensor(weights, headName, vocabSize * hiddenSize), vocabSize); // [vocab]
+  const prefix = prefixOf(config);
+  const normed = rmsNorm(hidden, normWeight(config, weights, `${prefix}norm.weight`, hiddenSize), config.rmsNormEps);
+  const untied = `${prefix.slice(0, -'model.'.length)}lm_head.weight`;
+  const headName = config.tieWordEmbeddings && !weights.has?.(untied) ? `${prefix}embed_tokens.weight` : untied;
+  const logits = linear(normed, tensor(weights, headName, vocabSize * hiddenSize), vocabSize); // [vocab]
+  const cap = config.gemma?.finalLogitSoftcap;
+  return cap === undefined ? logits : logits.map((l) => softcap(l, cap));
 }
 
 /** Logits `[vocabSize]` for every position of `tokenIds`, starting at position 0. */
@@ -115,6 +136,24 @@ export function referenceForward(config: ModelConfig, weights: ReferenceWeights,
   return out.map((h) => referenceHead(config, weights, h));
 }
 
+/**
+ * Layer `layer`'s attention, read from the config the way transformers does: a window when
+ * `sliding_window` applies to it (every layer, or those `slidingLayers` marks), Gemma 3's local
+ * rotary on windowed layers, Gemma's query_pre_attn_scalar and softcap.
+ */
+function attentionOf(config: ModelConfig, layer: number) {
+  const windowed = config.slidingWindow !== undefined && (config.slidingLayers === undefined || config.slidingLayers[layer] === true);
+  const rope = windowed && config.localRope ? config.localRope : config.rope;
+  const rotaryDim = config.rotaryDim ?? config.headDim;
+  return {
+    window: windowed ? config.slidingWindow : undefined,
+    invFreq: ropeInverseFrequencies(rope, rotaryDim),
+    rotaryDim,
+    scale: 1 / Math.sqrt(config.gemma ? config.gemma.queryPreAttnScalar : config.headDim),
+    softcap: config.gemma?.attnLogitSoftcap,
+  };
+}
+
 /** One decoder layer over one position; appends this position's key and value to `kv`. */
 function decoderLayer(
   config: ModelConfig,
@@ -122,34 +161,34 @@ function decoderLayer(
   layer: number,
   x: Float32Array, // [hidden]
   position: number,
-  invFreq: Float64Array, // [headDim / 2]
   kv: ReferenceKvCache,
 ): Float32Array {
   const { hiddenSize: hs, numHeads, numKvHeads, headDim, intermediateSize, rmsNormEps: eps } = config;
-  const p = `model.layers.${layer}.`;
+  const p = `${prefixOf(config)}layers.${layer}.`;
   const qSize = numHeads * headDim;
   const kvSize = numKvHeads * headDim;
+  const norm = (name: string, size = hs) => normWeight(config, weights, p + name, size);
+  const attention = attentionOf(config, layer);
 
   // Attention block.
-  const a = rmsNorm(x, tensor(weights, `${p}input_layernorm.weight`, hs), eps);
+  const a = rmsNorm(x, norm('input_layernorm.weight'), eps);
   const bias = (name: string, n: number) => (config.attentionBias ? tensor(weights, `${p}self_attn.${name}.bias`, n) : undefined);
   const q = linear(a, tensor(weights, `${p}self_attn.q_proj.weight`, qSize * hs), qSize, bias('q_proj', qSize)); // [heads * headDim]
   const k = linear(a, tensor(weights, `${p}self_attn.k_proj.weight`, kvSize * hs), kvSize, bias('k_proj', kvSize)); // [kvHeads * headDim]
   const v = linear(a, tensor(weights, `${p}self_attn.v_proj.weight`, kvSize * hs), kvSize, bias('v_proj', kvSize)); // [kvHeads * headDim]
   if (config.qkNorm) {
-    perHeadRmsNorm(q, tensor(weights, `${p}self_attn.q_norm.weight`, headDim), headDim, eps);
-    perHeadRmsNorm(k, tensor(weights, `${p}self_attn.k_norm.weight`, headDim), headDim, eps);
+    perHeadRmsNorm(q, norm('self_attn.q_norm.weight', headDim), headDim, eps);
+    perHeadRmsNorm(k, norm('self_attn.k_norm.weight', headDim), headDim, eps);
   }
-  rotateHalf(q, headDim, position, invFreq);
-  rotateHalf(k, headDim, position, invFreq);
+  rotateHalf(q, headDim, position, attention.invFreq, attention.rotaryDim);
+  rotateHalf(k, headDim, position, attention.invFreq, attention.rotaryDim);
   kv.append(layer, k, v);
   const { keys, values } = kv.entries(layer); // positions 0..position inclusive
   const context = new Float32Array(qSize); // [heads * headDim]
   const groupSize = numHeads / numKvHeads;
-  const scale = 1 / Math.sqrt(headDim);
   // Causal by construction: the cache holds only positions <= this one. A sliding window
-  // (Mistral) keeps keys j with position - j < window, as transformers' mask does.
-  const first = config.slidingWindow === undefined ? 0 : Math.max(0, position - config.slidingWindow + 1);
+  // keeps keys j with position - j < window, as transformers' mask does.
+  const first = attention.window === undefined ? 0 : Math.max(0, position - attention.window + 1);
   const scores = new Float64Array(position + 1);
   for (let h = 0; h < numHeads; h++) {
     const qo = h * headDim;
@@ -158,7 +197,7 @@ function decoderLayer(
     for (let j = first; j <= position; j++) {
       let dot = 0;
       for (let d = 0; d < headDim; d++) dot += q[qo + d] * keys[j][ko + d];
-      scores[j] = dot * scale;
+      scores[j] = attention.softcap === undefined ? dot * attention.scale : softcap(dot * attention.scale, attention.softcap);
       if (scores[j] > max) max = scores[j];
     }
     let sum = 0;
@@ -169,70 +208,21 @@ function decoderLayer(
       context[qo + d] = acc / sum;
     }
   }
-  const attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs); // [hidden]
+  let attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs); // [hidden]
+  if (config.gemma) attn = rmsNorm(attn, norm('post_attention_layernorm.weight'), eps);
   const mid = new Float32Array(hs);
   for (let i = 0; i < hs; i++) mid[i] = x[i] + attn[i];
 
-  // MLP block: down(silu(gate(x)) * up(x)).
-  const m = rmsNorm(mid, tensor(weights, `${p}post_attention_layernorm.weight`, hs), eps);
+  // MLP block: down(act(gate(x)) * up(x)), act = silu (GELU-tanh for Gemma).
+  const m = rmsNorm(mid, norm(config.gemma ? 'pre_feedforward_layernorm.weight' : 'post_attention_layernorm.weight'), eps);
   const moe = referenceMoeBlock(config, weights, layer, m); // a sparse layer (moe-forward.ts)
   if (moe) return mid.map((v, i) => v + moe[i]);
   const gate = linear(m, tensor(weights, `${p}mlp.gate_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
   const up = linear(m, tensor(weights, `${p}mlp.up_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
-  for (let i = 0; i < intermediateSize; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
-  const down = linear(gate, tensor(weights, `${p}mlp.down_proj.weight`, hs * intermediateSize), hs); // [hidden]
+  for (let i = 0; i < intermediateSize; i++) gate[i] = (config.gemma ? geluTanh(gate[i]) : gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
+  let down = linear(gate, tensor(weights, `${p}mlp.down_proj.weight`, hs * intermediateSize), hs); // [hidden]
+  if (config.gemma) down = rmsNorm(down, norm('post_feedforward_layernorm.weight'), eps);
   const out = new Float32Array(hs);
   for (let i = 0; i < hs; i++) out[i] = mid[i] + down[i];
   return out;
-}
-
-/** Fetches a tensor and checks its element count, so a wrong config fails loudly, not subtly. */
-function tensor(weights: ReferenceWeights, name: string, elements: number): Float32Array {
-  const t = weights.get(name);
-  if (t.length !== elements) throw new Error(`tensor ${name} has ${t.length} elements, expected ${elements}`);
-  return t;
-}
-
-/** y = W x + b with W `[out, in]` row-major. */
-function linear(x: Float32Array, w: Float32Array, out: number, bias?: Float32Array): Float32Array {
-  const n = x.length;
-  const y = new Float32Array(out);
-  for (let o = 0; o < out; o++) {
-    let acc = bias ? bias[o] : 0;
-    const row = o * n;
-    for (let i = 0; i < n; i++) acc += w[row + i] * x[i];
-    y[o] = acc;
-  }
-  return y;
-}
-
-/** y = x / sqrt(mean(x^2) + eps) * w. */
-function rmsNorm(x: Float32Array, w: Float32Array, eps: number): Float32Array {
-  let sum = 0;
-  for (let i = 0; i < x.length; i++) sum += x[i] * x[i];
-  const inv = 1 / Math.sqrt(sum / x.length + eps);
-  const y = new Float32Array(x.length);
-  for (let i = 0; i < x.length; i++) y[i] = x[i] * inv * w[i];
-  return y;
-}
-
-/** RMSNorm of each `headDim` slice of `x`, in place (Qwen3 q_norm / k_norm). */
-function perHeadRmsNorm(x: Float32Array, w: Float32Array, headDim: number, eps: number): void {
-  for (let o = 0; o < x.length; o += headDim) x.set(rmsNorm(x.subarray(o, o + headDim), w, eps), o);
-}
-
-/** Rotary "rotate half" in place on each head: [x1 cos - x2 sin, x2 cos + x1 sin]. */
-function rotateHalf(x: Float32Array, headDim: number, position: number, invFreq: Float64Array): void {
-  const half = headDim / 2;
-  for (let o = 0; o < x.length; o += headDim) {
-    for (let i = 0; i < half; i++) {
-      const angle = Math.fround(position * Math.fround(invFreq[i]));
-      const cos = Math.fround(Math.cos(angle)); // fp32 tables, as ropeCaches and Hugging Face hold them
-      const sin = Math.fround(Math.sin(angle));
-      const x1 = x[o + i];
-      const x2 = x[o + half + i];
-      x[o + i] = x1 * cos - x2 * sin;
-      x[o + half + i] = x2 * cos + x1 * sin;
-    }
-  }
 }

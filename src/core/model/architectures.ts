@@ -13,7 +13,8 @@ type BiasRule = 'never' | 'always' | 'from-config'; // from-config: `attention_b
 type SlidingWindowRule =
   | 'none'
   | 'sliding-window' // `sliding_window` when not null (Mistral)
-  | 'use-sliding-window'; // `sliding_window` only when `use_sliding_window` is true (Qwen2/Qwen3)
+  | 'use-sliding-window' // `sliding_window` only when `use_sliding_window` is true (Qwen2/Qwen3)
+  | 'layer-types'; // `sliding_window` on the layers `layer_types` (or Gemma's pattern) names sliding
 
 /** One supported architecture, keyed by the `architectures[0]` name in config.json. */
 export interface ArchitectureSpec {
@@ -24,6 +25,10 @@ export interface ArchitectureSpec {
   readonly slidingWindow: SlidingWindowRule;
   /** `rope_scaling` types accepted besides none/`default`. */
   readonly ropeScalingTypes: readonly string[];
+  /** Gemma 2 / Gemma 3 (model/gemma/): parsed and built the Gemma way; absent: the Llama way. */
+  readonly gemma?: 2 | 3;
+  /** The text model's config sits under `text_config` and its tensors under `language_model.model.` (Gemma3ForConditionalGeneration). */
+  readonly textConfig?: boolean;
   /** Sparse mixture-of-experts MLPs (moe/moe-config.ts). */
   readonly moe?: MoeFamily;
 }
@@ -33,6 +38,9 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'MistralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen2ForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
+  { name: 'Gemma2ForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'layer-types', ropeScalingTypes: [], gemma: 2 },
+  { name: 'Gemma3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3 },
+  { name: 'Gemma3ForConditionalGeneration', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3, textConfig: true },
   { name: 'MixtralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [], moe: 'mixtral' },
   { name: 'Qwen2MoeForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen2-moe' },
   { name: 'Qwen3MoeForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen3-moe' },
@@ -58,7 +66,9 @@ export interface LayerTensorNames {
   readonly vBias?: string; //               [numKvHeads * headDim] (attentionBias)
   readonly qNorm?: string; //               [headDim]              (qkNorm)
   readonly kNorm?: string; //               [headDim]              (qkNorm)
-  readonly postNorm: string; //    [hidden]
+  readonly postNorm: string; //             [hidden] post_attention_layernorm
+  readonly preFeedforwardNorm?: string; //  [hidden]               (Gemma)
+  readonly postFeedforwardNorm?: string; // [hidden]               (Gemma)
   readonly gateProj: string; //             [intermediate, hidden]
   readonly upProj: string; //               [intermediate, hidden]
   readonly downProj: string; //             [hidden, intermediate]
@@ -74,7 +84,7 @@ export interface HeadTensorNames {
 
 /** The tensor names of layer `layer` (0-based) for `config`'s architecture. */
 export function layerTensorNames(config: ModelConfig, layer: number): LayerTensorNames {
-  const p = `model.layers.${layer}`;
+  const p = `${config.tensorPrefix ?? 'model.'}layers.${layer}`;
   return {
     inputNorm: `${p}.input_layernorm.weight`,
     qProj: `${p}.self_attn.q_proj.weight`,
@@ -86,6 +96,7 @@ export function layerTensorNames(config: ModelConfig, layer: number): LayerTenso
       : {}),
     ...(config.qkNorm ? { qNorm: `${p}.self_attn.q_norm.weight`, kNorm: `${p}.self_attn.k_norm.weight` } : {}),
     postNorm: `${p}.post_attention_layernorm.weight`,
+    ...(config.gemma ? { preFeedforwardNorm: `${p}.pre_feedforward_layernorm.weight`, postFeedforwardNorm: `${p}.post_feedforward_layernorm.weight` } : {}),
     gateProj: `${p}.mlp.gate_proj.weight`,
     upProj: `${p}.mlp.up_proj.weight`,
     downProj: `${p}.mlp.down_proj.weight`,
@@ -94,8 +105,10 @@ export function layerTensorNames(config: ModelConfig, layer: number): LayerTenso
 
 /** The embedding, final norm and LM head names for `config`. */
 export function headTensorNames(config: ModelConfig): HeadTensorNames {
-  const embedTokens = 'model.embed_tokens.weight';
-  return { embedTokens, finalNorm: 'model.norm.weight', lmHead: config.tieWordEmbeddings ? embedTokens : 'lm_head.weight' };
+  const prefix = config.tensorPrefix ?? 'model.';
+  const embedTokens = `${prefix}embed_tokens.weight`;
+  const lmHead = `${prefix.slice(0, -'model.'.length)}lm_head.weight`; // beside the `model.` part of the prefix
+  return { embedTokens, finalNorm: `${prefix}norm.weight`, lmHead: config.tieWordEmbeddings ? embedTokens : lmHead };
 }
 
 /** A tensor the model needs, with the shape it must have. */
@@ -122,6 +135,8 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
     [names.qNorm, [headDim]],
     [names.kNorm, [headDim]],
     [names.postNorm, [hidden]],
+    [names.preFeedforwardNorm, [hidden]],
+    [names.postFeedforwardNorm, [hidden]],
   ];
   const moe = moeTensorShapes(config, layer); // a sparse layer has experts instead of one MLP
   if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);

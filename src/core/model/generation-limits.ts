@@ -16,8 +16,8 @@ export function rotaryPositions(config: Pick<ModelConfig, 'maxPositionEmbeddings
 export interface GenerationLimits {
   /**
    * Positions a sequence (prompt + completion) may hold: `max_position_embeddings`, within
-   * the rotary table the graphs were built with, and within a sliding window (sliding-window
-   * attention is not supported, so a sequence must fit one window).
+   * the rotary table the graphs were built with. A sliding window does not bound it: windowed
+   * layers attend to their window only (and keep only its KV).
    */
   readonly contextLength: number;
   /** Token ids that end generation: config.json / generation_config.json EOS plus the tokenizer's. */
@@ -34,10 +34,10 @@ export interface GenerationLimits {
 export const FALLBACK_MAX_TOKENS = 512;
 
 export function generationLimits(
-  config: Pick<ModelConfig, 'maxPositionEmbeddings' | 'slidingWindow' | 'eosTokenIds' | 'maxNewTokens'>,
+  config: Pick<ModelConfig, 'maxPositionEmbeddings' | 'eosTokenIds' | 'maxNewTokens'>,
   tokenizer?: { readonly eosTokenIds: readonly number[] },
 ): GenerationLimits {
-  const contextLength = Math.min(rotaryPositions(config), config.slidingWindow ?? Infinity);
+  const contextLength = rotaryPositions(config);
   return {
     contextLength,
     stopTokenIds: Object.freeze([...new Set([...config.eosTokenIds, ...(tokenizer?.eosTokenIds ?? [])])]),

@@ -23,6 +23,7 @@ import { headTensorNames } from './architectures.ts';
 import { onnxType } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
 import type { ModelConfig } from './types.ts';
+import { plusOne, scaleEmbedding, softcap } from './gemma/gemma-graph.ts';
 import type { GraphWeights } from './weight-plan.ts';
 
 export const EMBED_INPUT_IDS = 'input_ids';
@@ -35,7 +36,8 @@ export function buildEmbeddingGraph(config: ModelConfig, dtype: ActivationDtype,
   const g = new GraphBuilder('embedding');
   const names = headTensorNames(config);
   const ids = g.input(EMBED_INPUT_IDS, OnnxType.INT64, [1, 'sequence']);
-  emitEmbedding(g, ids, weights.embedding(names.embedTokens), EMBED_OUTPUT); // table [vocab, H]
+  if (config.gemma) scaleEmbedding(g, emitEmbedding(g, ids, weights.embedding(names.embedTokens), 'embedded'), config.hiddenSize, onnxType(dtype), EMBED_OUTPUT);
+  else emitEmbedding(g, ids, weights.embedding(names.embedTokens), EMBED_OUTPUT); // table [vocab, H]
   g.output(EMBED_OUTPUT, onnxType(dtype), [1, 'sequence', config.hiddenSize]);
   return g.build();
 }
@@ -47,14 +49,17 @@ export function buildHeadGraph(config: ModelConfig, dtype: ActivationDtype, weig
   const positions = g.input(HEAD_INPUT_POSITIONS, OnnxType.INT64, ['positions']);
   const flat = g.op1('Reshape', [hidden, g.int64([-1, config.hiddenSize])]); // [seq, H]
   const rows = g.op1('Gather', [flat, positions], { axis: 0 }); // [positions, H]
-  const normed = g.op1('SimplifiedLayerNormalization', [rows, g.initializer(weights.tensor(names.finalNorm))], {
+  const finalNorm = g.initializer(weights.tensor(names.finalNorm));
+  const normed = g.op1('SimplifiedLayerNormalization', [rows, config.gemma ? plusOne(g, finalNorm, onnxType(dtype)) : finalNorm], {
     axis: -1,
     epsilon: config.rmsNormEps,
     stash_type: 1,
   });
   const logits = emitLinear(g, normed, weights.linear(names.lmHead)); // [positions, vocab]
-  if (dtype === 'fp16') g.op1('Cast', [logits], { to: OnnxType.FLOAT }, { output: HEAD_OUTPUT_LOGITS });
-  else g.op1('Identity', [logits], {}, { output: HEAD_OUTPUT_LOGITS });
+  const cap = config.gemma?.finalLogitSoftcap;
+  const float = dtype === 'fp16' ? g.op1('Cast', [logits], { to: OnnxType.FLOAT }, cap === undefined ? { output: HEAD_OUTPUT_LOGITS } : {}) : logits;
+  if (cap !== undefined) softcap(g, float, cap, OnnxType.FLOAT, HEAD_OUTPUT_LOGITS);
+  else if (dtype !== 'fp16') g.op1('Identity', [logits], {}, { output: HEAD_OUTPUT_LOGITS });
   g.output(HEAD_OUTPUT_LOGITS, OnnxType.FLOAT, ['positions', config.vocabSize]);
   return g.build();
 }

@@ -18,8 +18,14 @@ export function fnv1a64(text: string): string {
   return hash.toString(16).padStart(16, '0');
 }
 
+/**
+ * Bumped when the graphs built for the same checkpoint change meaning, so cached artifacts of
+ * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs).
+ */
+export const GRAPH_FORMAT = 2;
+
 export function modelKey(checkpoint: Pick<Checkpoint, 'config' | 'tensors' | 'files'>): string {
-  const parts: string[] = [JSON.stringify(checkpoint.config)];
+  const parts: string[] = [`graph-format ${GRAPH_FORMAT}`, JSON.stringify(checkpoint.config)];
   for (const file of checkpoint.files) parts.push(`${file.name}:${file.size}:${file.dataOffset}`);
   const names = [...checkpoint.tensors.keys()].sort();
   for (const name of names) {

@@ -27,9 +27,11 @@ import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
+import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
+import { layerAttention } from './layer-attention.ts';
+import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
 import { emitMoeBlock } from './moe/moe-graph.ts';
 import { moeLayerNames } from './moe/moe-names.ts';
-import type { LayerRange, ModelConfig } from './types.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
@@ -138,10 +140,9 @@ export function appendDecoderLayers(
 ): string {
   const { numHeads, numKvHeads, headDim: D, rmsNormEps: eps } = config;
   const use = (name: string) => g.initializer(weights.tensor(name));
-  const positions = rotaryPositions(config);
-  const caches = ropeCaches(config.rope, D, positions);
-  const cos = g.initializer(floatInitializer('rotary_cos', [positions, D / 2], caches.cos, dtype));
-  const sin = g.initializer(floatInitializer('rotary_sin', [positions, D / 2], caches.sin, dtype));
+  const t = onnxType(dtype);
+  const tables = rotaryTables(g, config, dtype);
+  const norm = (name: string) => (config.gemma ? plusOne(g, use(name), t) : use(name));
 
   const batchedStream = sequence.batched === true;
   const linear = (x: string, w: string, b?: string) => {
@@ -151,7 +152,7 @@ export function appendDecoderLayers(
   };
   const headNorm = (x: string, heads: number, w: string) => {
     const perHead = g.op1('Reshape', [x, g.int64([-1, heads, D])]);
-    const normed = g.op1('SimplifiedLayerNormalization', [perHead, use(w)], { axis: -1, epsilon: eps, stash_type: 1 });
+    const normed = g.op1('SimplifiedLayerNormalization', [perHead, norm(w)], { axis: -1, epsilon: eps, stash_type: 1 });
     if (!batchedStream) return g.op1('Reshape', [normed, g.int64([-1, heads * D])]);
     return g.op1('Reshape', [normed, sequence.rows ? g.op1('Concat', [sequence.rows, g.int64([heads * D])], { axis: 0 }) : g.int64([1, -1, heads * D])]);
   };
@@ -161,11 +162,13 @@ export function appendDecoderLayers(
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
+    const attention = layerAttention(config, l);
+    const { cos, sin } = attention.localRope ? tables.local! : tables.global;
     let normed: string;
     if (pending === undefined) {
-      normed = g.op1('SimplifiedLayerNormalization', [residual, use(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
+      normed = g.op1('SimplifiedLayerNormalization', [residual, norm(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
     } else {
-      [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, use(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
+      [normed, , , residual] = g.op('SkipSimplifiedLayerNormalization', [pending, residual, norm(names.inputNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_input_norm` });
     }
 
     // Quantized: q, k and v as one MatMulNBits (rows stacked), then split (fewer, larger ops).
@@ -199,15 +202,26 @@ export function appendDecoderLayers(
       g.op1('RotaryEmbedding', [batched(x, heads), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft', output });
     const newKey = rotary(k, numKvHeads, sequence.newKv ? newKeyName(l) : undefined);
     const newValue = batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
-    const [attention] = g.op(
+    // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
+    const [attended] = g.op(
       'GroupQueryAttention',
       [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
-      { num_heads: numHeads, kv_num_heads: numKvHeads, scale: { float: 1 / Math.sqrt(D) } },
+      {
+        num_heads: numHeads,
+        kv_num_heads: numKvHeads,
+        scale: { float: attention.scale },
+        ...(attention.window !== undefined ? { local_window_size: attention.window } : {}),
+        ...(attention.softcap !== undefined ? { softcap: { float: attention.softcap } } : {}),
+      },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(batchedStream ? attention : g.op1('Reshape', [attention, g.int64([-1, numHeads * D])]), names.oProj);
+    const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj);
 
-    const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnOut, residual, use(names.postNorm)], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
+    // Gemma norms the attention output itself, then again before the MLP (pre_feedforward).
+    const sandwich = names.preFeedforwardNorm !== undefined;
+    const attnBlock = sandwich ? g.op1('SimplifiedLayerNormalization', [attnOut, norm(names.postNorm)], { axis: -1, epsilon: eps, stash_type: 1 }) : attnOut;
+    const mlpNorm = sandwich ? norm(names.preFeedforwardNorm!) : use(names.postNorm);
+    const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnBlock, residual, mlpNorm], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
     const moe = moeLayerNames(config, l);
     if (moe) {
@@ -219,8 +233,23 @@ export function appendDecoderLayers(
     let up: string;
     if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
     else [gate, up] = [linear(postNormed, names.gateProj), linear(postNormed, names.upProj)];
-    const silu = g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
-    pending = linear(g.op1('Mul', [silu, up]), names.downProj);
+    const activated = config.gemma ? geluTanh(g, gate, t) : g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
+    const down = linear(g.op1('Mul', [activated, up]), names.downProj);
+    pending = sandwich ? g.op1('SimplifiedLayerNormalization', [down, norm(names.postFeedforwardNorm!)], { axis: -1, epsilon: eps, stash_type: 1 }) : down;
   }
   return g.op1('Add', [pending!, residual]);
+}
+
+/** The rotary cos/sin caches `[positions, rotaryDim / 2]`: the global layers', and the local layers' when they differ. */
+function rotaryTables(g: GraphBuilder, config: ModelConfig, dtype: ActivationDtype) {
+  const positions = rotaryPositions(config);
+  const dim = config.rotaryDim ?? config.headDim;
+  const table = (rope: RopeConfig, name: string) => {
+    const caches = ropeCaches(rope, dim, positions);
+    return {
+      cos: g.initializer(floatInitializer(`${name}_cos`, [positions, dim / 2], caches.cos, dtype)),
+      sin: g.initializer(floatInitializer(`${name}_sin`, [positions, dim / 2], caches.sin, dtype)),
+    };
+  };
+  return { global: table(config.rope, 'rotary'), ...(config.localRope ? { local: table(config.localRope, 'rotary_local') } : {}) };
 }

@@ -24,6 +24,29 @@ export interface RopeConfig {
     readonly highFreqFactor: number;
     readonly originalMaxPositionEmbeddings: number;
   };
+  /** `linear` scaling: every inverse frequency divided by `factor` (Gemma 3's global layers). */
+  readonly linearFactor?: number;
+  /**
+   * `longrope` (Phi-3): per-frequency divisors, `short` for sequences up to
+   * `originalMaxPositionEmbeddings`, `long` beyond; cos and sin are multiplied by `attentionFactor`.
+   */
+  readonly longrope?: {
+    readonly shortFactor: readonly number[];
+    readonly longFactor: readonly number[];
+    readonly originalMaxPositionEmbeddings: number;
+    readonly attentionFactor: number;
+  };
+}
+
+/** Gemma 2 / Gemma 3 specifics (model/gemma/gemma-config.ts). */
+export interface GemmaConfig {
+  readonly version: 2 | 3;
+  /** Attention scores are scaled by `queryPreAttnScalar ** -0.5` (not headDim's). */
+  readonly queryPreAttnScalar: number;
+  /** Gemma 2: scores become `tanh(s / cap) * cap` before the mask. */
+  readonly attnLogitSoftcap?: number;
+  /** Gemma 2: logits become `tanh(l / cap) * cap`. */
+  readonly finalLogitSoftcap?: number;
 }
 
 /**
@@ -47,8 +70,18 @@ export interface ModelConfig {
   readonly attentionBias: boolean;
   /** Per-head RMSNorm on q and k before rotary (Qwen3). */
   readonly qkNorm: boolean;
-  /** Sliding window size if the architecture uses one for the whole context; undefined otherwise. */
+  /** Sliding window size (positions a query sees, itself included) of the windowed layers; undefined: none. */
   readonly slidingWindow?: number;
+  /** Which layers the window applies to (true: windowed); absent: every layer when `slidingWindow` is set. */
+  readonly slidingLayers?: readonly boolean[];
+  /** Rotary of the windowed layers when it differs from `rope` (Gemma 3's `rope_local_base_freq`). */
+  readonly localRope?: RopeConfig;
+  /** Rotary on the first `rotaryDim` dimensions of each head only (Phi-3's `partial_rotary_factor`); absent: all of headDim. */
+  readonly rotaryDim?: number;
+  /** Where the text model's tensors live: `model.` (default), `language_model.model.` in a Gemma3ForConditionalGeneration checkpoint. */
+  readonly tensorPrefix?: string;
+  /** Gemma 2/3: scaled embedding, (1 + w) norms, norms before and after attention and MLP, GELU-tanh, softcaps. */
+  readonly gemma?: GemmaConfig;
   readonly bosTokenId?: number;
   /** generation_config.json's `max_new_tokens`: how long an answer is when the request sets no limit. */
   readonly maxNewTokens?: number;

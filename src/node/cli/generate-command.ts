@@ -90,8 +90,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
     maxTokens = completionBudget(limits, promptIds.length, asked, 128);
   } catch (error) {
     if (!(error instanceof ContextLengthError)) throw error;
-    const window = config.slidingWindow === limits.contextLength ? ` (the model's sliding window of ${config.slidingWindow}; sliding-window attention is not supported yet)` : '';
-    throw new UsageError(`${error.message}${window}`);
+    throw new UsageError(error.message);
   }
   const params = validateSamplingParams({
     temperature: parseNumber('temperature', values.temperature, 1, (n) => n >= 0),

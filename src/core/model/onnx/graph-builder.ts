@@ -11,6 +11,7 @@ import type {
   ValueInfo,
 } from './onnx-model.ts';
 import { OnnxType } from './onnx-model.ts';
+import { float32ToFloat16Bytes } from '../dtype.ts';
 
 export type Attrs = Record<string, number | readonly number[] | string | AttributeValue>;
 
@@ -69,6 +70,18 @@ export class GraphBuilder {
     values.forEach((v, i) => view.setBigInt64(i * 8, BigInt(v), true));
     const name = `const_${this.constants.size}`;
     this.initializer({ name, type: OnnxType.INT64, dims, raw });
+    this.constants.set(key, name);
+    return name;
+  }
+
+  /** A small inline float constant (float32 or float16), shared between uses. */
+  float(values: readonly number[], type: OnnxTypeCode, dims: readonly number[] = [values.length]): string {
+    const key = `f${type}:${dims.join('x')}:${values.join(',')}`;
+    const existing = this.constants.get(key);
+    if (existing) return existing;
+    const raw = type === OnnxType.FLOAT16 ? float32ToFloat16Bytes(values) : new Uint8Array(new Float32Array(values).buffer);
+    const name = `const_${this.constants.size}`;
+    this.initializer({ name, type, dims, raw });
     this.constants.set(key, name);
     return name;
   }
