@@ -123,7 +123,7 @@ export class RangeLoader {
     try {
       const ceiling = this.times.hopTimeoutMs ?? DEFAULT_WARM_UP_TIMEOUT_MS;
       const cold = Math.max(this.times.warmUpTimeoutMs ?? DEFAULT_WARM_UP_TIMEOUT_MS, ceiling);
-      const { warmMs } = await warmUpRange({ peerId: peer.id, link: peer.link, range, hiddenSize: this.model.config.hiddenSize, dtype: this.model.dtype }, this.clock, cold, ceiling);
+      const { warmMs } = await warmUpRange({ peerId: peer.id, link: peer.link, range, hiddenSize: this.model.config.hiddenSize, dtype: this.model.artifacts.dtype }, this.clock, cold, ceiling);
       if (!this.membership.isCurrent(peer) || !this.loaded(held)) throw new RouteUnavailableError(`peer ${peer.id} left the mesh or unloaded layers ${rangeText(range)} during their warm-up`);
       const latency = new HopLatency();
       latency.record(1, warmMs);
@@ -149,9 +149,9 @@ export class RangeLoader {
       modelKey: this.model.modelKey,
       model: this.model.name,
       range,
-      dtype: this.model.dtype,
-      weights: this.model.weights,
-      artifactUrl: this.model.artifactUrl(range),
+      dtype: this.model.artifacts.dtype,
+      weights: this.model.artifacts.weights,
+      artifactUrl: this.model.artifacts.url(range),
       config: this.model.config,
     };
     const timeoutMs = this.times.readyTimeoutMs;
@@ -160,7 +160,7 @@ export class RangeLoader {
       const answer = await withDeadline(this.clock, timeoutMs, notReady, (signal) => peer.link.control(assign, signal)).catch((error: unknown) => {
         // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
         if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
-          throw new RouteUnavailableError(`peer ${peer.id} refused layers ${rangeText(range)} in ${weightSpecName(this.model.weights)}: [${error.code}] ${error.message}`);
+          throw new RouteUnavailableError(`peer ${peer.id} refused layers ${rangeText(range)} in ${weightSpecName(this.model.artifacts.weights)}: [${error.code}] ${error.message}`);
         }
         throw error;
       });
@@ -168,8 +168,8 @@ export class RangeLoader {
       if (!sameRange(answer.range, range) || answer.modelKey !== this.model.modelKey) {
         throw new RouteUnavailableError(`peer ${peer.id} answered 'ready' for ${answer.modelKey} layers ${rangeText(answer.range)}, not the ${rangeText(range)} it was assigned`);
       }
-      if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
-        throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
+      if (answer.weights && !sameWeightSpec(answer.weights, this.model.artifacts.weights)) {
+        throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.artifacts.weights)}`);
       }
       if (!this.membership.isCurrent(peer)) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
       const held = { peerId: peer.id, range };
@@ -177,7 +177,7 @@ export class RangeLoader {
       peer.ranges.push(range);
       this.events.loaded(held);
       peer.device = answer.device;
-      peer.weights = answer.weights ?? this.model.weights;
+      peer.weights = answer.weights ?? this.model.artifacts.weights;
       this.membership.changed();
     } catch (error) {
       this.failed(peer, range, error);

@@ -78,6 +78,8 @@ export interface ModelConfig {
   readonly localRope?: RopeConfig;
   /** Rotary on the first `rotaryDim` dimensions of each head only (Phi-3's `partial_rotary_factor`); absent: all of headDim. */
   readonly rotaryDim?: number;
+  /** q/k/v as one `qkv_proj` and gate/up as one `gate_up_proj` (Phi-3), kept fused in the graphs. */
+  readonly fusedProjections?: boolean;
   /** Where the text model's tensors live: `model.` (default), `language_model.model.` in a Gemma3ForConditionalGeneration checkpoint. */
   readonly tensorPrefix?: string;
   /** Gemma 2/3: scaled embedding, (1 + w) norms, norms before and after attention and MLP, GELU-tanh, softcaps. */

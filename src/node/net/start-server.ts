@@ -6,11 +6,13 @@
  * second), and the whole request within that plus a grace (Node's `requestTimeout`: the
  * outer bound; the app's own body deadline answers first, see respond.ts). Malformed HTTP and
  * late headers are answered by `clientError` when given (the head answers in OpenAI's shape).
+ * Every response passes `finishResponse` (reason phrase, gzip of JSON bodies when asked).
  */
 import { serve, type H3 } from 'h3';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { plugin as websocketPlugin } from 'crossws/server';
+import { finishResponse } from './finish-response.ts';
 
 export interface RunningServer {
   readonly url: string; // http://host:port/
@@ -46,7 +48,9 @@ export async function startServer(app: H3, options: StartOptions): Promise<Runni
     timeoutMs === undefined
       ? {}
       : { headersTimeout: timeoutMs, requestTimeout: timeoutMs + REQUEST_GRACE_MS, connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(timeoutMs / 4))) };
-  const server = serve(app, { port: options.port, hostname: options.host, plugins: [plugin], silent: true, gracefulShutdown: false, node: timeouts } as never);
+  // Every answer gets its reason phrase and, when asked, a gzipped JSON body (finish-response.ts).
+  const fetch = async (request: Request) => finishResponse(request, await app.fetch(request));
+  const server = serve(app, { port: options.port, hostname: options.host, plugins: [plugin], silent: true, gracefulShutdown: false, node: timeouts, fetch } as never);
   await server.ready();
   // Why: upgraded (WebSocket) sockets leave the HTTP server's connection list, so
   // `close(true)` would wait for them forever — any client holding a socket open (even one
