@@ -180,6 +180,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/node': BELOW_NODE, // files shared by the node folders (model loading, artifact cache, ORT)
   'src/node/net': BELOW_NODE,
   'src/node/metrics': BELOW_NODE,
+  // Finding heads on the LAN (mDNS announce and browse).
+  'src/node/discovery': BELOW_NODE,
   'src/node/openai': BELOW_NODE,
   // Ollama's API: translation to the OpenAI edge's requests (its parsers and refusals reused).
   'src/node/ollama': [...BELOW_NODE, 'src/node/openai'],
@@ -188,7 +190,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/node/head': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/peer', 'src/node/models'],
   'src/node/http': [...BELOW_NODE, 'src/node', 'src/node/head', 'src/node/metrics', 'src/node/openai', 'src/node/ollama'],
   'src/node/serve': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http'],
-  'src/node/cli': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http', 'src/node/serve'],
+  'src/node/cli': [...BELOW_NODE, 'src/node', 'src/node/net', 'src/node/discovery', 'src/node/metrics', 'src/node/openai', 'src/node/models', 'src/node/peer', 'src/node/head', 'src/node/http', 'src/node/serve'],
   // startHead / startPeer for programs that embed meshnet: `meshnet serve` and `meshnet peer` as functions.
   'src/node/library': [...BELOW_NODE, 'src/node', 'src/node/peer', 'src/node/serve'],
   'src/node/index.ts': [...BELOW_NODE, 'src/node', 'src/node/library'],
@@ -349,6 +351,18 @@ describe('folders depend one way', () => {
       (e) => `${e.file}:${e.line} imports ${e.specifier}`,
     );
     expect(report).toEqual([]);
+  });
+
+  it('every folder says what it is for (its README.md)', () => {
+    const folders = Object.keys(ALLOWED).filter((folder) => !folder.endsWith('.ts'));
+    const missing = folders.filter((folder) => {
+      try {
+        return !readFileSync(path.join(ROOT, folder, 'README.md'), 'utf8').startsWith(folder === 'apps/dashboard' ? '# apps/dashboard' : `# ${folder}/\n\nWhat this folder is for: `);
+      } catch {
+        return true;
+      }
+    });
+    expect(missing).toEqual([]);
   });
 
   it('the folder of a file', () => {

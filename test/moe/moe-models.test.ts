@@ -122,7 +122,7 @@ describe('MoE invariants', () => {
     const p = await pipeline(model, [all(config)]);
     try {
       const { executor, kv } = p.stages[0];
-      expect(executor.runBatch).toBeDefined();
+      expect(executor.batch).toBeDefined();
       const prompts = [3, 7, 1, 12];
       const ids = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((seed * 31 + i * 17) % 100));
       const alone: Float32Array[] = [];
@@ -144,7 +144,7 @@ describe('MoE invariants', () => {
         routes.add(last.join(' '));
       }
       expect(routes.size, 'the entries chose different experts').toBe(prompts.length);
-      const batched = await executor.runBatch!(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
+      const batched = await executor.batch!.run(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
       batched.forEach((out, i) => expect(maxAbsDiff(out.data as Float32Array, alone[i]), `session ${i}`).toBeLessThan(1e-5));
     } finally {
       await p.dispose();
@@ -182,5 +182,23 @@ describe('MoE checkpoints refused by name', () => {
     const base = tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'F32', seed: 67 });
     await writeTinyCheckpoint(tooMany, { ...base, configOverrides: { ...base.configOverrides, num_experts_per_tok: 9 } });
     await expect(openLocalModel(tooMany)).rejects.toThrow(/num_experts_per_tok.*\(9\) must not exceed the number of experts \(8\)/);
+  });
+});
+
+describe('onnxruntime-web (wasm) in Node', () => {
+  it('runs the MoE graphs (NonZero, ScatterND, TopK) with the logits of onnxruntime-node', async () => {
+    for (const name of ['qwen2-moe (shared expert, not renormalized, mlp_only_layers)']) {
+      const { model } = models.get(name)!;
+      const native = await trace(model, [2]);
+      const p = await pipeline(model, rangesFromSplit(4, [2]), 'wasm');
+      try {
+        const wasm = [await stepLogits(p, 'wasm', [1, 9, 77, 23, 54], 0)];
+        let position = 5;
+        for (const id of [100, 3, 61]) wasm.push(await stepLogits(p, 'wasm', [id], position++));
+        wasm.forEach((logits, step) => expect(maxAbsDiff(logits, native[step]), `${name} step ${step}`).toBeLessThan(1e-4));
+      } finally {
+        await p.dispose();
+      }
+    }
   });
 });

@@ -4,7 +4,8 @@
  * (modeling_gemma2.py, modeling_gemma3.py: √hidden-scaled embedding, (1 + w) RMSNorms in
  * fp32, norms before and after attention and MLP, GELU-tanh, query_pre_attn_scalar, attention
  * and final softcaps, sliding layers with their own rotary), with Hugging Face transformers
- * semantics. Naive loops, no dependencies: it exists so tests can check the ONNX shard graphs
+ * semantics; Phi-3 (modeling_phi3.py: fused qkv_proj / gate_up_proj, partial rotary,
+ * longrope with factors chosen by the sequence length) likewise. Naive loops, no dependencies: it exists so tests can check the ONNX shard graphs
  * against something obviously correct.
  *
  * Precision: every activation is stored as float32 between operations (what an fp32 graph
@@ -14,6 +15,8 @@
  */
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
 import { referenceMoeBlock } from './moe-forward.ts';
+import { referenceGptOssMoe, referenceWindow } from './gpt-oss-forward.ts';
+import { gptOssLayerNames } from '../../src/core/model/moe/gpt-oss-names.ts';
 import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
 import { geluTanh, linear, perHeadRmsNorm, rmsNorm, rotateHalf, softcap, tensor } from './ops.ts';
 
@@ -112,7 +115,7 @@ export function referenceLayers(
   }
   let states: Float32Array[] = hidden.map((h) => Float32Array.from(h));
   for (let layer = range.start; layer < range.end; layer++) {
-    states = states.map((h, i) => decoderLayer(config, weights, layer, h, past + i, kv));
+    states = states.map((h, i) => decoderLayer(config, weights, layer, h, past + i, kv, past + hidden.length));
   }
   return states;
 }
@@ -141,13 +144,16 @@ export function referenceForward(config: ModelConfig, weights: ReferenceWeights,
  * `sliding_window` applies to it (every layer, or those `slidingLayers` marks), Gemma 3's local
  * rotary on windowed layers, Gemma's query_pre_attn_scalar and softcap.
  */
-function attentionOf(config: ModelConfig, layer: number) {
+function attentionOf(config: ModelConfig, layer: number, total: number) {
   const windowed = config.slidingWindow !== undefined && (config.slidingLayers === undefined || config.slidingLayers[layer] === true);
   const rope = windowed && config.localRope ? config.localRope : config.rope;
   const rotaryDim = config.rotaryDim ?? config.headDim;
+  // longrope (Phi-3): long factors once the sequence is longer than the original context.
+  const long = rope.longrope !== undefined && total > rope.longrope.originalMaxPositionEmbeddings;
   return {
-    window: windowed ? config.slidingWindow : undefined,
-    invFreq: ropeInverseFrequencies(rope, rotaryDim),
+    window: windowed ? config.slidingWindow : config.moe?.gptOss ? referenceWindow(config, layer) : undefined, // gpt-oss: per layer
+    invFreq: ropeInverseFrequencies(rope, rotaryDim, long ? 'long' : 'short'),
+    attentionFactor: rope.longrope?.attentionFactor ?? rope.yarn?.attentionFactor ?? 1, // YaRN scales cos and sin too
     rotaryDim,
     scale: 1 / Math.sqrt(config.gemma ? config.gemma.queryPreAttnScalar : config.headDim),
     softcap: config.gemma?.attnLogitSoftcap,
@@ -162,26 +168,34 @@ function decoderLayer(
   x: Float32Array, // [hidden]
   position: number,
   kv: ReferenceKvCache,
+  total: number, // positions in the sequence after this step (longrope picks its factors by it)
 ): Float32Array {
   const { hiddenSize: hs, numHeads, numKvHeads, headDim, intermediateSize, rmsNormEps: eps } = config;
   const p = `${prefixOf(config)}layers.${layer}.`;
   const qSize = numHeads * headDim;
   const kvSize = numKvHeads * headDim;
   const norm = (name: string, size = hs) => normWeight(config, weights, p + name, size);
-  const attention = attentionOf(config, layer);
+  const attention = attentionOf(config, layer, total);
 
   // Attention block.
   const a = rmsNorm(x, norm('input_layernorm.weight'), eps);
   const bias = (name: string, n: number) => (config.attentionBias ? tensor(weights, `${p}self_attn.${name}.bias`, n) : undefined);
-  const q = linear(a, tensor(weights, `${p}self_attn.q_proj.weight`, qSize * hs), qSize, bias('q_proj', qSize)); // [heads * headDim]
-  const k = linear(a, tensor(weights, `${p}self_attn.k_proj.weight`, kvSize * hs), kvSize, bias('k_proj', kvSize)); // [kvHeads * headDim]
-  const v = linear(a, tensor(weights, `${p}self_attn.v_proj.weight`, kvSize * hs), kvSize, bias('v_proj', kvSize)); // [kvHeads * headDim]
+  let q: Float32Array, k: Float32Array, v: Float32Array;
+  if (config.fusedProjections) {
+    // Phi-3: qkv_proj rows are q, then k, then v.
+    const qkv = linear(a, tensor(weights, `${p}self_attn.qkv_proj.weight`, (qSize + 2 * kvSize) * hs), qSize + 2 * kvSize);
+    [q, k, v] = [qkv.slice(0, qSize), qkv.slice(qSize, qSize + kvSize), qkv.slice(qSize + kvSize)];
+  } else {
+    q = linear(a, tensor(weights, `${p}self_attn.q_proj.weight`, qSize * hs), qSize, bias('q_proj', qSize)); // [heads * headDim]
+    k = linear(a, tensor(weights, `${p}self_attn.k_proj.weight`, kvSize * hs), kvSize, bias('k_proj', kvSize)); // [kvHeads * headDim]
+    v = linear(a, tensor(weights, `${p}self_attn.v_proj.weight`, kvSize * hs), kvSize, bias('v_proj', kvSize)); // [kvHeads * headDim]
+  }
   if (config.qkNorm) {
     perHeadRmsNorm(q, norm('self_attn.q_norm.weight', headDim), headDim, eps);
     perHeadRmsNorm(k, norm('self_attn.k_norm.weight', headDim), headDim, eps);
   }
-  rotateHalf(q, headDim, position, attention.invFreq, attention.rotaryDim);
-  rotateHalf(k, headDim, position, attention.invFreq, attention.rotaryDim);
+  rotateHalf(q, headDim, position, attention.invFreq, attention.rotaryDim, attention.attentionFactor);
+  rotateHalf(k, headDim, position, attention.invFreq, attention.rotaryDim, attention.attentionFactor);
   kv.append(layer, k, v);
   const { keys, values } = kv.entries(layer); // positions 0..position inclusive
   const context = new Float32Array(qSize); // [heads * headDim]
@@ -189,18 +203,20 @@ function decoderLayer(
   // Causal by construction: the cache holds only positions <= this one. A sliding window
   // keeps keys j with position - j < window, as transformers' mask does.
   const first = attention.window === undefined ? 0 : Math.max(0, position - attention.window + 1);
+  const gptOss = gptOssLayerNames(config, layer);
+  const sinks = gptOss ? tensor(weights, gptOss.sinks, numHeads) : undefined; // gpt-oss: one more logit per head, dropped after the softmax
   const scores = new Float64Array(position + 1);
   for (let h = 0; h < numHeads; h++) {
     const qo = h * headDim;
     const ko = Math.floor(h / groupSize) * headDim; // grouped-query: kv head shared by groupSize query heads
-    let max = -Infinity;
+    let max = sinks ? sinks[h] : -Infinity;
     for (let j = first; j <= position; j++) {
       let dot = 0;
       for (let d = 0; d < headDim; d++) dot += q[qo + d] * keys[j][ko + d];
       scores[j] = attention.softcap === undefined ? dot * attention.scale : softcap(dot * attention.scale, attention.softcap);
       if (scores[j] > max) max = scores[j];
     }
-    let sum = 0;
+    let sum = sinks ? Math.exp(sinks[h] - max) : 0;
     for (let j = first; j <= position; j++) sum += scores[j] = Math.exp(scores[j] - max);
     for (let d = 0; d < headDim; d++) {
       let acc = 0;
@@ -208,17 +224,24 @@ function decoderLayer(
       context[qo + d] = acc / sum;
     }
   }
-  let attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs); // [hidden]
+  let attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs, gptOss ? tensor(weights, gptOss.oBias, hs) : undefined); // [hidden]
   if (config.gemma) attn = rmsNorm(attn, norm('post_attention_layernorm.weight'), eps);
   const mid = new Float32Array(hs);
   for (let i = 0; i < hs; i++) mid[i] = x[i] + attn[i];
 
   // MLP block: down(act(gate(x)) * up(x)), act = silu (GELU-tanh for Gemma).
   const m = rmsNorm(mid, norm(config.gemma ? 'pre_feedforward_layernorm.weight' : 'post_attention_layernorm.weight'), eps);
-  const moe = referenceMoeBlock(config, weights, layer, m); // a sparse layer (moe-forward.ts)
+  const moe = referenceMoeBlock(config, weights, layer, m) ?? referenceGptOssMoe(config, weights, layer, m); // a sparse layer (moe-forward.ts, gpt-oss-forward.ts)
   if (moe) return mid.map((v, i) => v + moe[i]);
-  const gate = linear(m, tensor(weights, `${p}mlp.gate_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
-  const up = linear(m, tensor(weights, `${p}mlp.up_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
+  let gate: Float32Array, up: Float32Array;
+  if (config.fusedProjections) {
+    // Phi-3: gate_up_proj rows are gate, then up (`gate, up = chunk(2)`).
+    const both = linear(m, tensor(weights, `${p}mlp.gate_up_proj.weight`, 2 * intermediateSize * hs), 2 * intermediateSize);
+    [gate, up] = [both.slice(0, intermediateSize), both.slice(intermediateSize)];
+  } else {
+    gate = linear(m, tensor(weights, `${p}mlp.gate_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
+    up = linear(m, tensor(weights, `${p}mlp.up_proj.weight`, intermediateSize * hs), intermediateSize); // [intermediate]
+  }
   for (let i = 0; i < intermediateSize; i++) gate[i] = (config.gemma ? geluTanh(gate[i]) : gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
   let down = linear(gate, tensor(weights, `${p}mlp.down_proj.weight`, hs * intermediateSize), hs); // [hidden]
   if (config.gemma) down = rmsNorm(down, norm('post_feedforward_layernorm.weight'), eps);

@@ -29,6 +29,8 @@ export interface ArchitectureSpec {
   readonly gemma?: 2 | 3;
   /** The text model's config sits under `text_config` and its tensors under `language_model.model.` (Gemma3ForConditionalGeneration). */
   readonly textConfig?: boolean;
+  /** Phi-3 (model/phi3/): fused projections, partial rotary, longrope. */
+  readonly phi3?: boolean;
   /** Sparse mixture-of-experts MLPs (moe/moe-config.ts). */
   readonly moe?: MoeFamily;
 }
@@ -38,12 +40,14 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'MistralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen2ForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
   { name: 'Qwen3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [] },
+  { name: 'Phi3ForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: ['longrope'], phi3: true },
   { name: 'Gemma2ForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'layer-types', ropeScalingTypes: [], gemma: 2 },
   { name: 'Gemma3ForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3 },
   { name: 'Gemma3ForConditionalGeneration', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'layer-types', ropeScalingTypes: ['linear'], gemma: 3, textConfig: true },
   { name: 'MixtralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [], moe: 'mixtral' },
   { name: 'Qwen2MoeForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen2-moe' },
   { name: 'Qwen3MoeForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen3-moe' },
+  { name: 'GptOssForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'none', ropeScalingTypes: ['yarn'], moe: 'gpt-oss' },
 ];
 
 /** Names of the supported architectures, in table order. */
@@ -57,6 +61,10 @@ export function findArchitecture(name: string): ArchitectureSpec | undefined {
 /** Tensor names of one decoder layer. Optional names are absent when the config has no such tensor. */
 export interface LayerTensorNames {
   readonly inputNorm: string; //            [hidden]
+  /** Phi-3: q, k and v rows stacked [(numHeads + 2 numKvHeads) * headDim, hidden]; q/k/v names are then not in the checkpoint. */
+  readonly qkvProj?: string;
+  /** Phi-3: gate then up rows stacked [2 * intermediate, hidden]; gate/up names are then not in the checkpoint. */
+  readonly gateUpProj?: string;
   readonly qProj: string; //                [numHeads * headDim, hidden]
   readonly kProj: string; //                [numKvHeads * headDim, hidden]
   readonly vProj: string; //                [numKvHeads * headDim, hidden]
@@ -86,6 +94,7 @@ export interface HeadTensorNames {
 export function layerTensorNames(config: ModelConfig, layer: number): LayerTensorNames {
   const p = `${config.tensorPrefix ?? 'model.'}layers.${layer}`;
   return {
+    ...(config.fusedProjections ? { qkvProj: `${p}.self_attn.qkv_proj.weight`, gateUpProj: `${p}.mlp.gate_up_proj.weight` } : {}),
     inputNorm: `${p}.input_layernorm.weight`,
     qProj: `${p}.self_attn.q_proj.weight`,
     kProj: `${p}.self_attn.k_proj.weight`,
@@ -115,6 +124,8 @@ export function headTensorNames(config: ModelConfig): HeadTensorNames {
 export interface RequiredTensor {
   readonly name: string;
   readonly shape: readonly number[];
+  /** Not a float tensor: MXFP4 blocks and scales are U8. */
+  readonly dtype?: 'U8';
 }
 
 /** Every tensor of layer `layer`, with its expected shape. */
@@ -125,9 +136,9 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
   const kv = config.numKvHeads * headDim;
   const shapes: [string | undefined, number[]][] = [
     [names.inputNorm, [hidden]],
-    [names.qProj, [q, hidden]],
-    [names.kProj, [kv, hidden]],
-    [names.vProj, [kv, hidden]],
+    ...(names.qkvProj
+      ? ([[names.qkvProj, [q + 2 * kv, hidden]]] as [string, number[]][])
+      : ([[names.qProj, [q, hidden]], [names.kProj, [kv, hidden]], [names.vProj, [kv, hidden]]] as [string, number[]][])),
     [names.oProj, [hidden, q]],
     [names.qBias, [q]],
     [names.kBias, [kv]],
@@ -139,7 +150,8 @@ export function layerTensorShapes(config: ModelConfig, layer: number): RequiredT
     [names.postFeedforwardNorm, [hidden]],
   ];
   const moe = moeTensorShapes(config, layer); // a sparse layer has experts instead of one MLP
-  if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);
+  if (moe.length === 0 && names.gateUpProj) shapes.push([names.gateUpProj, [2 * inter, hidden]], [names.downProj, [hidden, inter]]);
+  else if (moe.length === 0) shapes.push([names.gateProj, [inter, hidden]], [names.upProj, [inter, hidden]], [names.downProj, [hidden, inter]]);
   return [...shapes.filter((entry): entry is [string, number[]] => entry[0] !== undefined).map(([name, shape]) => ({ name, shape })), ...moe];
 }
 

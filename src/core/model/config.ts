@@ -8,6 +8,7 @@ import { CheckpointError } from './checkpoint-error.ts';
 import { asObject, Fields } from './config-fields.ts';
 import { parseQuantizationConfig } from './quant/quant-config.ts';
 import { gemmaParts, gemmaTextFields } from './gemma/gemma-config.ts';
+import { phi3Parts } from './phi3/phi3-config.ts';
 import { ropeOf } from './rope-config.ts';
 import type { ModelConfig } from './types.ts';
 import { parseMoeConfig } from './moe/moe-config.ts';
@@ -47,8 +48,8 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const eosTokenIds = [...new Set([...fields.tokenIds('eos_token_id'), ...(generation?.tokenIds('eos_token_id') ?? [])])];
   const bosTokenId = fields.optionalTokenId('bos_token_id') ?? generation?.optionalTokenId('bos_token_id');
   const slidingWindow = slidingWindowOf(fields, spec, numLayers);
-  const quantization = parseQuantizationConfig(file, top.json);
-  const family = spec.gemma ? gemmaParts(fields, { ...spec, gemma: spec.gemma }, numLayers) : { rope: ropeOf(fields, spec) };
+  const quantization = spec.moe === 'gpt-oss' ? undefined : parseQuantizationConfig(file, top.json); // gpt-oss: MXFP4, moe/gpt-oss-config.ts
+  const family = spec.gemma ? gemmaParts(fields, { ...spec, gemma: spec.gemma }, numLayers) : spec.phi3 ? phi3Parts(fields, spec, headDim) : { rope: ropeOf(fields, spec) };
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
   const naturalEnd = generation ? naturalEndOf(generation) : undefined;
   const moe = spec.moe ? parseMoeConfig(fields, spec.moe, numLayers) : undefined;

@@ -22,7 +22,7 @@
  * Hugging Face's [out, in] weights, or MatMulNBits over block-quantized ones
  * (onnx/linear-ops.ts), as the weight format says.
  */
-import { GraphBuilder } from './onnx/graph-builder.ts';
+import { GraphBuilder, type Attrs } from './onnx/graph-builder.ts';
 import { emitLinear } from './onnx/linear-ops.ts';
 import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from './onnx/onnx-model.ts';
 import { ropeCaches } from './rope.ts';
@@ -30,8 +30,8 @@ import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
 import { layerAttention } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
-import { emitMoeBlock } from './moe/moe-graph.ts';
-import { moeLayerNames } from './moe/moe-names.ts';
+import { emitSparseMlp } from './moe/moe-graph.ts';
+import { gptOssAttention } from './moe/gpt-oss-graph.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
@@ -159,11 +159,20 @@ export function appendDecoderLayers(
 
   let residual = sequence.residual;
   const { positionIds, seqlensK, totalScalar, rows } = sequence;
+  // Partial rotary (Phi-3): only the first rotaryDim dimensions of each head turn.
+  const partial: Attrs = config.rotaryDim !== undefined ? { rotary_embedding_dim: config.rotaryDim } : {};
+  // longrope: the table holds the short factors' rows, then the long factors'; an entry whose
+  // sequence (past + new) is longer than the original context reads the long rows.
+  const longrope = config.rope.longrope;
+  const ropePositions = longrope
+    ? g.op1('Add', [positionIds, g.op1('Mul', [g.op1('Unsqueeze', [g.op1('Cast', [g.op1('Greater', [seqlensK, g.int32([longrope.originalMaxPositionEmbeddings - 1])])], { to: OnnxType.INT64 }), g.int64([1])]), g.int64([rotaryPositions(config)])])])
+    : positionIds;
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
     const attention = layerAttention(config, l);
     const { cos, sin } = attention.localRope ? tables.local! : tables.global;
+    const extra = gptOssAttention(g, config, l, weights); // gpt-oss: sinks, sliding window, o_proj bias
     let normed: string;
     if (pending === undefined) {
       normed = g.op1('SimplifiedLayerNormalization', [residual, norm(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
@@ -172,11 +181,14 @@ export function appendDecoderLayers(
     }
 
     // Quantized: q, k and v as one MatMulNBits (rows stacked), then split (fewer, larger ops).
-    const qkv = batchedStream ? weights.linearGroup([names.qProj, names.kProj, names.vProj], [names.qBias, names.kBias, names.vBias]) : undefined;
+    const qkv = batchedStream && !names.qkvProj ? weights.linearGroup([names.qProj, names.kProj, names.vProj], [names.qBias, names.kBias, names.vBias]) : undefined;
     let q: string;
     let k: string;
     let v: string;
-    if (qkv) {
+    if (names.qkvProj) {
+      // Phi-3's fused weight as it is: one linear, then split.
+      [q, k, v] = g.op('Split', [linear(normed, names.qkvProj), g.int64([numHeads * D, numKvHeads * D, numKvHeads * D])], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
+    } else if (qkv) {
       const stacked = emitLinear(g, normed, qkv.weight, qkv.bias ? g.initializer(qkv.bias) : undefined);
       [q, k, v] = g.op('Split', [stacked, g.int64(qkv.sizes)], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
     } else {
@@ -199,23 +211,24 @@ export function appendDecoderLayers(
           : g.op1('Reshape', [x, g.op1('Concat', [rows, g.int64([heads * D])], { axis: 0 })], {}, { output });
     // Rotary as its own op: GroupQueryAttention's built-in rotary needs headDim % 16 == 0.
     const rotary = (x: string, heads: number, output?: string) =>
-      g.op1('RotaryEmbedding', [batched(x, heads), positionIds, cos, sin], { interleaved: 0, num_heads: heads }, { domain: 'com.microsoft', output });
+      g.op1('RotaryEmbedding', [batched(x, heads), ropePositions, cos, sin], { interleaved: 0, num_heads: heads, ...partial }, { domain: 'com.microsoft', output });
     const newKey = rotary(k, numKvHeads, sequence.newKv ? newKeyName(l) : undefined);
     const newValue = batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
     const [attended] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
+      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar, ...(extra.sinks ? ['', '', '', '', extra.sinks] : [])],
       {
         num_heads: numHeads,
         kv_num_heads: numKvHeads,
         scale: { float: attention.scale },
         ...(attention.window !== undefined ? { local_window_size: attention.window } : {}),
+        ...(extra.window !== undefined ? { local_window_size: extra.window } : {}),
         ...(attention.softcap !== undefined ? { softcap: { float: attention.softcap } } : {}),
       },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj);
+    const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj, extra.oBias);
 
     // Gemma norms the attention output itself, then again before the MLP (pre_feedforward).
     const sandwich = names.preFeedforwardNorm !== undefined;
@@ -223,15 +236,16 @@ export function appendDecoderLayers(
     const mlpNorm = sandwich ? norm(names.preFeedforwardNorm!) : use(names.postNorm);
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnBlock, residual, mlpNorm], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
-    const moe = moeLayerNames(config, l);
-    if (moe) {
-      pending = emitMoeBlock(g, postNormed, config, l, moe, dtype, weights);
+    const sparse = emitSparseMlp(g, postNormed, config, l, dtype, weights); // MoE (moe/)
+    if (sparse !== undefined) {
+      pending = sparse;
       continue;
     }
-    const gateUp = batchedStream ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
+    const gateUp = batchedStream && !names.gateUpProj ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;
     let gate: string;
     let up: string;
-    if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
+    if (names.gateUpProj) [gate, up] = g.op('Split', [linear(postNormed, names.gateUpProj), g.int64([config.intermediateSize, config.intermediateSize])], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
+    else if (gateUp) [gate, up] = g.op('Split', [emitLinear(g, postNormed, gateUp.weight), g.int64(gateUp.sizes)], { axis: -1 }, { outputs: 2, label: `l${l}_gate_up` });
     else [gate, up] = [linear(postNormed, names.gateProj), linear(postNormed, names.upProj)];
     const activated = config.gemma ? geluTanh(g, gate, t) : g.op1('Mul', [gate, g.op1('Sigmoid', [gate])]);
     const down = linear(g.op1('Mul', [activated, up]), names.downProj);
@@ -246,6 +260,19 @@ function rotaryTables(g: GraphBuilder, config: ModelConfig, dtype: ActivationDty
   const dim = config.rotaryDim ?? config.headDim;
   const table = (rope: RopeConfig, name: string) => {
     const caches = ropeCaches(rope, dim, positions);
+    if (rope.longrope) {
+      const long = ropeCaches(rope, dim, positions, 'long');
+      const rows = (a: Float32Array, b: Float32Array) => {
+        const both = new Float32Array(a.length + b.length);
+        both.set(a);
+        both.set(b, a.length);
+        return both;
+      };
+      return {
+        cos: g.initializer(floatInitializer(`${name}_cos`, [2 * positions, dim / 2], rows(caches.cos, long.cos), dtype)),
+        sin: g.initializer(floatInitializer(`${name}_sin`, [2 * positions, dim / 2], rows(caches.sin, long.sin), dtype)),
+      };
+    }
     return {
       cos: g.initializer(floatInitializer(`${name}_cos`, [positions, dim / 2], caches.cos, dtype)),
       sin: g.initializer(floatInitializer(`${name}_sin`, [positions, dim / 2], caches.sin, dtype)),

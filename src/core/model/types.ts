@@ -2,6 +2,7 @@
 
 import type { PrequantizedConfig } from './quant/quant-config.ts';
 import type { MoeConfig } from './moe/moe-config.ts';
+import type { YarnConfig } from './moe/yarn.ts';
 
 /** Half-open layer range: layers `start, start+1, …, end-1`. */
 export interface LayerRange {
@@ -9,10 +10,10 @@ export interface LayerRange {
   readonly end: number; // exclusive
 }
 
-/** Checkpoint tensor dtypes: floats, and I32 for the packed integers of AWQ/GPTQ checkpoints. */
-export type TensorDtype = 'F32' | 'F16' | 'BF16' | 'I32';
+/** Checkpoint tensor dtypes: floats, I32 for the packed integers of AWQ/GPTQ checkpoints, U8 for MXFP4 blocks and scales (gpt-oss). */
+export type TensorDtype = 'F32' | 'F16' | 'BF16' | 'I32' | 'U8';
 /** The float subset: what weights, norms and embeddings may be stored as. */
-export type FloatDtype = Exclude<TensorDtype, 'I32'>;
+export type FloatDtype = Exclude<TensorDtype, 'I32' | 'U8'>;
 
 /** Rotary position embedding parameters after `rope_scaling` is resolved. */
 export interface RopeConfig {
@@ -24,6 +25,8 @@ export interface RopeConfig {
     readonly highFreqFactor: number;
     readonly originalMaxPositionEmbeddings: number;
   };
+  /** YaRN scaling (gpt-oss), moe/yarn.ts. */
+  readonly yarn?: YarnConfig;
   /** `linear` scaling: every inverse frequency divided by `factor` (Gemma 3's global layers). */
   readonly linearFactor?: number;
   /**
@@ -78,6 +81,8 @@ export interface ModelConfig {
   readonly localRope?: RopeConfig;
   /** Rotary on the first `rotaryDim` dimensions of each head only (Phi-3's `partial_rotary_factor`); absent: all of headDim. */
   readonly rotaryDim?: number;
+  /** q/k/v as one `qkv_proj` and gate/up as one `gate_up_proj` (Phi-3), kept fused in the graphs. */
+  readonly fusedProjections?: boolean;
   /** Where the text model's tensors live: `model.` (default), `language_model.model.` in a Gemma3ForConditionalGeneration checkpoint. */
   readonly tensorPrefix?: string;
   /** Gemma 2/3: scaled embedding, (1 + w) norms, norms before and after attention and MLP, GELU-tanh, softcaps. */

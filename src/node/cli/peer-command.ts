@@ -3,11 +3,16 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { runPeer } from '../peer/run-peer.ts';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
-import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, UsageError } from './args.ts';
+import { DEFAULT_BROWSE_MS } from '../discovery/lan-discovery.ts';
+import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
+import { discoverHead } from './discover-head.ts';
 
-export const PEER_USAGE = `meshnet peer --head ws://HOST:PORT/peer/ws [options]
+export const PEER_USAGE = `meshnet peer [--head ws://HOST:PORT/peer/ws] [options]
 
-  --head URL           the head's peer endpoint (required)
+  --head URL           the head's peer endpoint; without it, heads announced on the LAN
+                       (mDNS) are listed: the only one is joined, a terminal is asked which
+                       of several, and without a terminal the peer exits 2 with the list
+  --discover-wait S    how long to listen for announcements (default 2)
   --listen PORT        also accept direct links on this port (0 = any free port)
   --listen-host HOST   address to listen on (default 127.0.0.1)
   --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
@@ -27,6 +32,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     args: argv,
     options: {
       head: { type: 'string' },
+      'discover-wait': { type: 'string' },
       listen: { type: 'string' },
       'listen-host': { type: 'string' },
       device: { type: 'string' },
@@ -38,16 +44,18 @@ export async function peerCommand(argv: string[]): Promise<void> {
     },
     strict: true,
   });
-  if (!values.head) throw new UsageError('--head ws://HOST:PORT/peer/ws is required');
-  if (!/^wss?:\/\//.test(values.head)) throw new UsageError(`--head: '${values.head}' is not a ws:// or wss:// URL`);
+  if (values.head !== undefined && !/^wss?:\/\//.test(values.head)) throw new UsageError(`--head: '${values.head}' is not a ws:// or wss:// URL`);
+  const log = (line: string) => process.stderr.write(`meshnet peer: ${line}\n`);
   const joinToken = values['join-token'] ?? process.env.MESHNET_JOIN_TOKEN;
   if (joinToken === '') {
     const where = values['join-token'] === '' ? '--join-token' : 'MESHNET_JOIN_TOKEN';
     throw new UsageError(`${where} is empty: pass the join token the head printed, or leave it out (a head on this machine that generated its token admits local peers without one)`);
   }
+  const waitMs = parseNumber('discover-wait', values['discover-wait'], DEFAULT_BROWSE_MS / 1000, (n) => n > 0 && n <= 60) * 1000;
+  const headUrl = values.head ?? (await discoverHead({ waitMs, interactive: process.stdin.isTTY === true && process.stderr.isTTY === true, log }));
   const budgetMb = parseInteger('memory-budget', values['memory-budget'], Math.floor(os.freemem() / 2 / 2 ** 20), 1);
   const peer = await runPeer({
-    headUrl: values.head,
+    headUrl,
     listenPort: values.listen === undefined ? undefined : parseInteger('listen', values.listen, 0),
     listenHost: values['listen-host'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
@@ -57,7 +65,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],
     worker: true,
-    log: (line) => process.stderr.write(`meshnet peer: ${line}\n`),
+    log,
   });
   let stopping = false;
   const stop = async () => {

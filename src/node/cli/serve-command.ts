@@ -4,6 +4,8 @@ import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { PlanError } from '../../core/mesh/plan-error.ts';
 import { normalizeHost } from '../../core/mesh/dial-target.ts';
 import { CorsOptionError, DEFAULT_CORS, parseCorsOption } from '../http/cors.ts';
+import { announceHead } from '../discovery/lan-discovery.ts';
+import { packageVersion } from '../package-files.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
 import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
@@ -51,6 +53,9 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
   --dtype fp32|fp16    activation dtype (default fp32)
 ${WEIGHT_USAGE}
   --threads N          onnxruntime threads per session
+  --no-announce        do not announce the head on the LAN (mDNS _meshnet._tcp, with the
+                       model and protocol version, never the join token; a head on a
+                       loopback address is never announced)
 ${SPECULATION_USAGE}`;
 
 /** `H[,H]` → hosts as URL.hostname spells them; a malformed one is a usage error. */
@@ -81,6 +86,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'max-sessions': { type: 'string' },
       'prefix-cache': { type: 'string' },
       'no-batch': { type: 'boolean' },
+      'no-announce': { type: 'boolean' },
       'min-peers': { type: 'string' },
       'peer-wait': { type: 'string' },
       'hop-timeout': { type: 'string' },
@@ -145,6 +151,12 @@ export async function serveCommand(argv: string[]): Promise<void> {
     asUsageError(error);
   });
   const base = serving.head.url.replace(/\/$/, '');
+  const listen = new URL(serving.head.url);
+  const announcer = values['no-announce']
+    ? undefined
+    : announceHead({ host: listen.hostname, port: Number(listen.port), model: serving.modelId, version: packageVersion(), peerPath: new URL(serving.head.peerUrl).pathname });
+  if (announcer?.skipped) log(announcer.skipped);
+  else if (announcer?.name) log(`announced on the LAN as '${announcer.name}' (_meshnet._tcp)`);
   const auth = values['api-key'] ? ` -H "Authorization: Bearer ${values['api-key']}"` : '';
   process.stdout.write(
     [
@@ -169,6 +181,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     process.on('SIGTERM', () => resolve());
   });
   log('shutting down');
+  await announcer?.close();
   await serving.close();
 }
 

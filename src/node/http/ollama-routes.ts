@@ -15,6 +15,9 @@ import type { HeadContext } from '../head/head-node.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
 import { type BodyLimits, jsonResponse, readJsonBody } from './respond.ts';
 
+/** The route patterns of Ollama's API (their refusals, a 401 included, are in Ollama's shape). */
+export const OLLAMA_ROUTES: ReadonlySet<string> = new Set(['/api/version', '/api/tags', '/api/ps', '/api/show', '/api/chat', '/api/generate']);
+
 export const NDJSON_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' };
 
 export interface OllamaRoutesOptions extends RunnerContext {
@@ -52,7 +55,7 @@ export function servedModel(head: HeadContext, startedAt: number): ServedModel {
     heads: config.numHeads,
     kvHeads: config.numKvHeads,
     vocabSize: config.vocabSize,
-    chatTemplate: head.tokenizer.chatTemplateText,
+    chatTemplate: head.tokenizer.chatTemplate.text,
     servedSince: startedAt,
   };
 }
@@ -88,8 +91,9 @@ export function mountOllamaRoutes(app: H3, options: OllamaRoutesOptions): void {
 async function answer(ctx: RunnerContext, request: OllamaRequest, signal: AbortSignal): Promise<Response> {
   const { run } = request;
   if (run === undefined) {
-    // `/api/generate` with an empty prompt: Ollama's "load the model" call.
-    const loaded = { model: request.model, created_at: new Date().toISOString(), response: '', done: true, done_reason: 'load' };
+    // An empty prompt or no messages: Ollama's "load the model" call (the model is always loaded).
+    const answer = request.endpoint === 'generate' ? { response: '' } : { message: { role: 'assistant', content: '' } };
+    const loaded = { model: request.model, created_at: new Date().toISOString(), ...answer, done: true, done_reason: 'load' };
     return request.stream ? new Response(`${JSON.stringify(loaded)}\n`, { headers: NDJSON_HEADERS }) : jsonResponse(loaded);
   }
   return runCompletion(ctx, run, signal, {

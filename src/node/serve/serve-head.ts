@@ -17,7 +17,7 @@ import { CATCH_ALL_ROUTE, isAuthorized, isOpenRequest, KEY_COOKIE, matchedRoute 
 import { CorsPolicy, DEFAULT_CORS, ownOrigins, parseCorsOption } from '../http/cors.ts';
 import { edgeHeaders } from '../http/edge-headers.ts';
 import { mountDashboard } from '../http/dashboard-routes.ts';
-import { mountOllamaRoutes, ollamaErrorResponse } from '../http/ollama-routes.ts';
+import { mountOllamaRoutes, OLLAMA_ROUTES, ollamaErrorResponse } from '../http/ollama-routes.ts';
 import { mountOpenAIRoutes } from '../http/openai-routes.ts';
 import { mountOpsRoutes } from '../http/ops-routes.ts';
 import { mountPeerPage } from '../http/peer-page-routes.ts';
@@ -95,7 +95,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const resolved = await resolveModel(options.model);
   const model = await openLocalModel(resolved.dir);
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
-  if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
+  if (tokenizer.chatTemplate.isFallback) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
   const weights = resolveWeightSpec(config, options.dtype, options.weights);
   const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
@@ -172,7 +172,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
           // Label by route pattern, never by the raw path (a client could mint endless series).
           metrics.requestFinished(route === undefined || route === CATCH_ALL_ROUTE ? 'unknown' : route, 401);
           // Ollama's routes answer in Ollama's error shape, the rest in OpenAI's.
-          return route?.startsWith('/api/') ? ollamaErrorResponse(unauthorized()) : errorResponse(unauthorized());
+          return route !== undefined && OLLAMA_ROUTES.has(route) ? ollamaErrorResponse(unauthorized()) : errorResponse(unauthorized());
         }
         const key = new URL(event.req.url).searchParams.get('key');
         if (key && route?.startsWith('/dashboard')) {
