@@ -148,3 +148,26 @@ describe('peer-to-peer links are as safe as the head\'s', () => {
     }
   });
 });
+
+describe('meshnet peer --advertise', () => {
+  it('the advertised address (not the local listener) is what the head and the previous hop dial', { timeout: 60_000 }, async () => {
+    // A free port, so the advertised URL can name it before the peer listens.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const log: string[] = [];
+    const head = await startStoriesHead(ctx, 'direct', { allowPeerHosts: ['localhost'], log: (line) => log.push(line) });
+    heads.push(head);
+    const first = await runPeer({ headUrl: head.peerUrl, listenPort: 0, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'adv-1', threads: 1 });
+    const second = await runPeer({ headUrl: head.peerUrl, listenPort: port, advertiseUrl: `ws://localhost:${port}/peer/ws`, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'adv-2', threads: 1 });
+    running.push(first, second);
+    await head.waitForPeers(2, 10_000);
+    expect(second.listenUrl).toBe(`ws://localhost:${port}/peer/ws`);
+    expect(head.mesh.peers.find((p) => p.id === 'adv-2')!.listenUrl).toBe(`ws://localhost:${port}/peer/ws`);
+    const session = openSession(ctx, new CountingProvider(head.mesh), greedy(), undefined, { routeMode: 'chain' });
+    expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
+    expect(session.telemetry.hops.map((h) => h.peerId)).toEqual(['adv-1', 'adv-2']);
+    expect(session.telemetry.repairs).toEqual([]);
+  });
+});
