@@ -29,8 +29,8 @@ import {
   SHARD_INPUT_TOTAL_LENGTH,
   SHARD_OUTPUT_HIDDEN,
   sequenceInputs,
-  type ActivationDtype,
 } from '../model/shard-graph.ts';
+import type { ActivationDtype } from '../model/activations.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
 import type { KvState, KvTensorOps, LayerKv } from './kv-state.ts';
