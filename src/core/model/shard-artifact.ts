@@ -11,6 +11,7 @@ import { serializeModel } from './onnx/onnx-model.ts';
 import { weightSpecName, type WeightSpec } from './quant/weight-format.ts';
 import { buildShardGraph } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
+import { windowedLayers, type KvWindow } from './layer-attention.ts';
 import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
 import { packWeights, type PackedChunk } from './weight-packing.ts';
 import { planWeights } from './weight-plan.ts';
@@ -37,6 +38,11 @@ export interface ShardManifest {
   readonly weights: WeightSpec;
   readonly weightsLength: number;
   readonly segments: readonly WeightSegment[];
+  /**
+   * A layers part with sliding-window layers: the window and which of its layers it applies
+   * to. Their KV keeps only the window (KvState), fed with `past_lengths_window`.
+   */
+  readonly window?: KvWindow;
 }
 
 export interface ShardArtifact {
@@ -64,6 +70,12 @@ function planPart(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocati
   return { plan, graph };
 }
 
+function windowOf(config: ModelConfig, part: ShardPart): { window?: KvWindow } {
+  if (part.kind !== 'layers') return {};
+  const window = windowedLayers(config, part.range);
+  return window ? { window } : {};
+}
+
 /** Bytes of a part's packed weights in a format: what a peer holding it loads (the planner's unit). */
 export function partWeightBytes(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocation>, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec): number {
   return planPart(config, tensors, part, dtype, weights).plan.length();
@@ -80,7 +92,7 @@ export function buildShardArtifact(
 ): ShardArtifact {
   const { plan, graph } = planPart(config, tensors, part, dtype, weights);
   return {
-    manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments() },
+    manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments(), ...windowOf(config, part) },
     graph: serializeModel(graph),
   };
 }

@@ -7,8 +7,10 @@
  *   past_key_values.{l}.key  [B, kvH, cap, D]   new.{l}.value       [B, seq, kvH*D]
  *   past_key_values.{l}.value                   present.{l}.key     [B, kvH, max(cap, past+seq), D]
  *                                               present.{l}.value
+   past_lengths_window      [B] int32          (only when the range has sliding-window layers)
  * for every layer l in [start, end). `past_lengths[b]` is how many positions batch entry b
- * holds; the past tensors may have more room (`cap` ≥ every past length: a KV pool's
+ * holds; a sliding-window layer's past holds only the last `past_lengths_window[b]` of them
+ * (its window's, so its KV stops growing; rotary still counts from `past_lengths`); the past tensors may have more room (`cap` ≥ every past length: a KV pool's
  * preallocated capacity, or exactly the length when the KV grows step by step). Positions
  * are past .. past+seq-1 per entry, so one graph serves prefill (past 0), decode (seq 1),
  * a suffix on a reused prefix, and a batch of sessions each at its own length (seq equal
@@ -28,7 +30,7 @@ import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from '.
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
-import { layerAttention } from './layer-attention.ts';
+import { layerAttention, windowedLayers } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
 import { emitMoeBlock } from './moe/moe-graph.ts';
 import { moeLayerNames } from './moe/moe-names.ts';
@@ -48,6 +50,8 @@ export const presentKeyName = (layer: number) => `present.${layer}.key`;
 export const presentValueName = (layer: number) => `present.${layer}.value`;
 /** Positions each batch entry's past KV holds: [B] int32. */
 export const SHARD_INPUT_PAST_LENGTHS = 'past_lengths';
+/** Positions each entry's windowed layers' past holds ([B] int32, ≤ past_lengths): graphs with windowed layers only. */
+export const SHARD_INPUT_PAST_LENGTHS_WINDOW = 'past_lengths_window';
 export const newKeyName = (layer: number) => `new.${layer}.key`;
 export const newValueName = (layer: number) => `new.${layer}.value`;
 
@@ -77,9 +81,12 @@ export function buildShardGraph(
 
   const input = g.input(SHARD_INPUT_HIDDEN, t, ['batch', 'sequence', H]);
   const pastLengths = g.input(SHARD_INPUT_PAST_LENGTHS, OnnxType.INT32, ['batch']);
+  const windowed = new Set(windowedLayers(config, range)?.layers ?? []);
+  const pastWindow = windowed.size > 0 ? g.input(SHARD_INPUT_PAST_LENGTHS_WINDOW, OnnxType.INT32, ['batch']) : undefined;
   for (let l = range.start; l < range.end; l++) {
-    g.input(pastKeyName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
-    g.input(pastValueName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
+    const capacity = windowed.has(l) ? 'window_capacity' : 'past_capacity';
+    g.input(pastKeyName(l), t, ['batch', numKvHeads, capacity, D]);
+    g.input(pastValueName(l), t, ['batch', numKvHeads, capacity, D]);
   }
 
   // Sequence bookkeeping shared by all layers, per batch entry b:
@@ -92,12 +99,19 @@ export function buildShardGraph(
   const offsets = g.op1('Range', [g.int64([0], []), g.op1('Squeeze', [seq, g.int64([0])]), g.int64([1], [])]); // [seq]
   const pastColumn = g.op1('Unsqueeze', [g.op1('Cast', [pastLengths], { to: OnnxType.INT64 }), g.int64([1])]); // [B, 1]
   const positionIds = g.op1('Add', [pastColumn, g.op1('Unsqueeze', [offsets, g.int64([0])])]); // [B, seq]
+  // Windowed layers' past holds only the window's last positions (past_lengths_window of them).
+  const window = pastWindow
+    ? {
+        seqlensK: g.op1('Sub', [g.op1('Add', [pastWindow, seq32]), g.int32([1])]),
+        totalScalar: g.op1('Add', [g.op1('ReduceMax', [pastWindow], { keepdims: 0 }), g.op1('Squeeze', [seq32, g.int64([0])])]),
+      }
+    : undefined;
 
   // MatMulNBits takes [B, seq, K] as it comes, so quantized layers keep the batch axes
   // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].
   const batched = weights.batchedLinears;
   const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [B, seq, H] or [B*seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true });
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true, ...(window ? { window } : {}) });
   if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
   else g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, ['batch', 'sequence', H]);
@@ -121,6 +135,8 @@ export interface DecoderSequence {
   readonly totalScalar: string; // [] int32: the longest entry's total length
   /** [2] int64 holding B and seq; absent: B is 1. */
   readonly rows?: string;
+  /** Sequence bookkeeping of the windowed layers, whose past holds only their window; absent: they read the full past. */
+  readonly window?: { readonly seqlensK: string; readonly totalScalar: string };
   /** Name each layer's new K (after rotary) and V `new.{l}.key` / `new.{l}.value` [B, seq, kvH*D], for graph outputs. */
   readonly newKv?: boolean;
 }
@@ -216,7 +232,7 @@ export function appendDecoderLayers(
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
     const [attended] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar],
+      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), ...(attention.window !== undefined && sequence.window ? [sequence.window.seqlensK, sequence.window.totalScalar] : [seqlensK, totalScalar])],
       {
         num_heads: numHeads,
         kv_num_heads: numKvHeads,
