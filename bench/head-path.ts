@@ -35,9 +35,7 @@ const kvOps: KvTensorOps<FakeKv> = { bytes: (t) => t.positions * 4 * shape.hidde
 function standIn(start: number, end: number): ShardExecutor<FakeKv> {
   return {
     range: { start, end },
-    device: 'stand-in',
-    weights: { format: 'fp32', blockSize: 0, accuracyLevel: 0 },
-    weightsBytes: 0,
+    loaded: { device: 'stand-in', weights: { format: 'fp32', blockSize: 0, accuracyLevel: 0 }, weightsBytes: 0 },
     kvOps,
     async run(step: ShardStep, kv: KvState<FakeKv>): Promise<Activations> {
       if (kv.length > step.startPosition) kv.truncate(step.startPosition);

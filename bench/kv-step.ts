@@ -76,7 +76,7 @@ const batchRows: string[] = [];
     for (let s = 0; s < Number(stepsArg); s++) {
       const steps = ids.map((sessionId) => ({ sessionId, startPosition: context + s, hidden }));
       const started = performance.now();
-      await executor.runBatch!(steps, ids.map((id) => kv.find(id, executor.range)!));
+      await executor.batch!.run(steps, ids.map((id) => kv.find(id, executor.range)!));
       times.push(performance.now() - started);
     }
     for (const id of ids) kv.release(id);

@@ -353,6 +353,18 @@ describe('folders depend one way', () => {
     expect(report).toEqual([]);
   });
 
+  it('every folder says what it is for (its README.md)', () => {
+    const folders = Object.keys(ALLOWED).filter((folder) => !folder.endsWith('.ts'));
+    const missing = folders.filter((folder) => {
+      try {
+        return !readFileSync(path.join(ROOT, folder, 'README.md'), 'utf8').startsWith(folder === 'apps/dashboard' ? '# apps/dashboard' : `# ${folder}/\n\nWhat this folder is for: `);
+      } catch {
+        return true;
+      }
+    });
+    expect(missing).toEqual([]);
+  });
+
   it('the folder of a file', () => {
     expect(folderOf('src/core/route/mesh.ts')).toBe('src/core/route');
     expect(folderOf('src/core/index.ts')).toBe('src/core');

@@ -12,11 +12,25 @@ import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../shared/protocol.ts';
 import { openBrowserSocket } from './browser-socket.ts';
 import { fetchShardLoader } from './fetch-loader.ts';
 
+/** The shard's way onto this tab: its files' bytes as they arrive, then onnxruntime loading it. */
+export interface ShardDownload {
+  phase: 'downloading' | 'loading' | 'done';
+  /** Bytes received over every file so far. */
+  received: number;
+  /** The weights' size (from the manifest) plus the graph's (once its download starts). */
+  total: number;
+  /** `performance.now()` at the first byte asked for, and when the shard was ready. */
+  startedAt: number;
+  finishedAt?: number;
+}
+
 export interface BrowserPeerStatus {
   state: 'connecting' | 'connected' | 'refused' | 'disconnected';
   executionProvider?: string;
   layers: string[];
   tokensServed: number;
+  /** The current (or last) shard's download and load. */
+  download?: ShardDownload;
   progress?: string;
   lastError?: string;
   adapter?: AdapterInfo;
@@ -52,13 +66,30 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
   status.adapter = adapter;
   const device = options.device === 'auto' ? (adapter ? 'auto' : 'wasm') : options.device;
   const origin = new URL(options.headUrl.replace(/^ws/, 'http')).origin;
+  // Per file of the current shard: bytes received and the size announced.
+  let files = new Map<string, { received: number; total: number }>();
+  let weightsBytes = 0;
   const shard = new ShardPeer({
     loader: fetchShardLoader({
       origin,
       joinToken: options.joinToken,
       device,
+      onStart: (weights) => {
+        files = new Map();
+        weightsBytes = weights;
+        status.download = { phase: 'downloading', received: 0, total: weights, startedAt: performance.now() };
+        report();
+      },
       onProgress: (file, received, total) => {
+        files.set(file, { received, total: total ?? received });
+        const graph = files.get('graph.onnx');
+        const all = [...files.values()].reduce((sum, f) => sum + f.received, 0);
+        status.download = { ...status.download!, received: all, total: Math.max(all, weightsBytes + (graph?.total ?? 0)) };
         status.progress = `${file} ${(received / 2 ** 20).toFixed(1)}${total ? `/${(total / 2 ** 20).toFixed(1)}` : ''} MB`;
+        report();
+      },
+      onLoading: () => {
+        if (status.download) status.download = { ...status.download, phase: 'loading' };
         report();
       },
     }),
@@ -99,6 +130,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
           status.layers = layers;
           status.executionProvider = shard.devices[0];
           status.progress = undefined;
+          if (status.download) status.download = { ...status.download, phase: 'done', finishedAt: performance.now() };
           if (status.executionProvider === 'webgpu') watchDevice();
           report();
         }

@@ -15,7 +15,11 @@ export interface FetchLoaderOptions {
   readonly origin: string;
   readonly joinToken?: string;
   readonly device: string;
+  /** A shard's download begins (its manifest read): the size of its weights, bytes. */
+  readonly onStart?: (weightsBytes: number) => void;
   readonly onProgress?: (file: string, received: number, total: number | undefined) => void;
+  /** Every byte is here; onnxruntime now builds the session. */
+  readonly onLoading?: () => void;
 }
 
 async function download(url: URL, headers: Record<string, string>, onProgress?: (received: number, total?: number) => void): Promise<Uint8Array> {
@@ -55,8 +59,10 @@ export function fetchShardLoader(options: FetchLoaderOptions): ShardLoader {
         throw new Error(`the head sent the artifact of another part (${JSON.stringify(part)}, ${manifest.dtype}) for layers [${assign.range.start}, ${assign.range.end}) in ${assign.dtype}`);
       }
       checkAssignedWeights(assign, manifest.weights, 'the head\'s artifact');
+      options.onStart?.(manifest.weightsLength);
       const graph = await download(file('graph.onnx'), headers, (r, t) => options.onProgress?.('graph.onnx', r, t));
       const weights = await download(file('weights.bin'), headers, (r, t) => options.onProgress?.('weights.bin', r, t));
+      options.onLoading?.();
       const loader = browserLoaderOptions({ device: options.device, wasmPaths: new URL('/ort/', options.origin).href, threads: globalThis.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1 });
       return (await createShardExecutor(assign.config, manifest, graph, weights, loader)) as ShardExecutor;
     },

@@ -84,7 +84,7 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
     stages,
     route,
     vocabSize: checkpoint.config.vocabSize,
-    devices: [...stages.map((s) => s.executor.device), head.device],
+    devices: [...stages.map((s) => s.executor.loaded.device), head.device],
     async dispose() {
       for (const stage of stages) stage.kv.clear();
       // Each in-process peer owns its executor (and disposes it).

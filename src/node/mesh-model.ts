@@ -31,10 +31,8 @@ export function meshModel(model: LocalModel, name: string, dtype: WireDtype, wei
     modelKey: model.key,
     name,
     config: configSummary(model),
-    dtype,
-    weights,
+    artifacts: { dtype, weights, url: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype, weights)}` },
     bytesPerLayer: largestLayerBytes(config, tensors, dtype, weights), // a MoE layer with all its experts
     headBytes: bytes({ kind: 'embedding' }) + bytes({ kind: 'head' }),
-    artifactUrl: (range) => `/artifacts/${model.key}/${partName({ kind: 'layers', range }, dtype, weights)}`,
   };
 }

@@ -83,7 +83,7 @@ describe("model 'demo' (aidreams260k)", () => {
 
     // The same greedy decode in one process gives the token ids: none is a byte piece (3…258).
     const tokenizer = await loadTokenizer(DEMO_MODEL_DIR);
-    const promptIds = tokenizer.encode(tokenizer.applyChatTemplate([{ role: 'user', content: 'Hello!' }], { addGenerationPrompt: true }), { addSpecialTokens: false });
+    const promptIds = tokenizer.encode(tokenizer.chatTemplate.render([{ role: 'user', content: 'Hello!' }], { addGenerationPrompt: true }), { addSpecialTokens: false });
     expect(promptIds).toHaveLength(answer.usage!.prompt_tokens);
     const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'generate', '--model', 'demo', '--prompt-ids', promptIds.join(','), '--max-tokens', '48', '--temperature', '0', '--device', 'cpu', '--json'], { env: process.env });
     const single = JSON.parse(stdout.trim().split('\n').at(-1)!) as { token_ids: number[]; text: string };

@@ -21,7 +21,7 @@ const MESSAGES = [{ role: 'user' as const, content: 't461 t401' }];
 
 async function chatPromptIds(): Promise<number[]> {
   const tokenizer = await loadTokenizer(STORIES_DIR);
-  return tokenizer.encode(tokenizer.applyChatTemplate(MESSAGES, { addGenerationPrompt: true }), { addSpecialTokens: false });
+  return tokenizer.encode(tokenizer.chatTemplate.render(MESSAGES, { addGenerationPrompt: true }), { addSpecialTokens: false });
 }
 
 for (const device of ['webgpu', 'wasm'] as const) {

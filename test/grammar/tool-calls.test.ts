@@ -217,7 +217,7 @@ describe('chat templates with tools', () => {
 
   it('Qwen3 renders tools and tool results', () => {
     const qwen3 = createTokenizer(qwenTokenizer().json, JSON.parse(readFileSync(QWEN3_CONFIG, 'utf8')));
-    expect(detectToolCallFormat(qwen3.chatTemplateText).name).toBe('hermes');
+    expect(detectToolCallFormat(qwen3.chatTemplate.text).name).toBe('hermes');
     const { prompt } = planStructuredChat(qwen3, { messages, tools });
     expect(prompt).toContain('# Tools');
     expect(prompt).toContain('"name": "get_weather"');

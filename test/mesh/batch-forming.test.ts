@@ -77,6 +77,41 @@ describe('BatchingLink forms a batch from the steps of one turn', () => {
     await link.request(decodeStep(2));
     expect(inner.sent).toEqual([1, 1]);
   });
+
+  it('steps for different layer ranges of one peer go in separate batches (the lane is the header\'s range)', async () => {
+    const inner = echoLink();
+    const link = new BatchingLink(inner);
+    const other = { start: 2, end: 300 }; // an end above 255: both bytes of the u16 matter
+    const step = (x: number, range = RANGE) => encodeFrame({ kind: 'decode', requestId: 0, sessionId: randomUUID(), startPosition: 5, range, activations: act(x) });
+    const answers = await Promise.all([step(1), step(2, other), step(3), step(4, other), step(5, other)].map((bytes) => link.request(bytes)));
+    expect([...inner.sent].sort()).toEqual([2, 3]);
+    expect(answers.map((bytes) => decodeFrame(bytes).range.end)).toEqual([2, 300, 2, 300, 300]);
+  });
+
+  it('a step that does not decode leaves alone for the peer to refuse; the others still batch', async () => {
+    const seen: number[] = [];
+    const inner = echoLink();
+    const refusing: PeerLink = {
+      ...inner,
+      async request(bytes) {
+        if (!isBatchFrame(bytes)) {
+          try {
+            decodeFrame(bytes);
+          } catch (error) {
+            seen.push(bytes.byteLength);
+            throw error;
+          }
+        }
+        return inner.request(bytes);
+      },
+    };
+    const link = new BatchingLink(refusing);
+    const broken = decodeStep(9).slice(0, -4); // the payload is cut short
+    const results = await Promise.allSettled([decodeStep(1), broken, decodeStep(2), decodeStep(3)].map((bytes) => link.request(bytes)));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(seen).toEqual([broken.byteLength]);
+    expect(inner.sent).toEqual([3]);
+  });
 });
 
 describe('BatchingHeadRunner forms a batch from the calls of one turn', () => {

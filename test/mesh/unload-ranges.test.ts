@@ -47,7 +47,7 @@ describe('a peer unloads a range', () => {
     const wide = { start: 0, end: 3 };
     expect(await peer.handleControl({ ...storiesAssign(ctx.model, small), id: 'a1' })).toMatchObject({ kind: 'ready' });
     expect(await peer.handleControl({ ...storiesAssign(ctx.model, wide), id: 'a2' })).toMatchObject({ kind: 'ready' });
-    const [smallWeights, wideWeights] = loaded.map((e) => e.weightsBytes);
+    const [smallWeights, wideWeights] = loaded.map((e) => e.loaded.weightsBytes);
     expect((await stats(peer)).kvBudgetBytes).toBe(budget - smallWeights - wideWeights);
     const hidden = ctx.model.checkpoint.config.hiddenSize;
     const session = randomUUID();

@@ -35,15 +35,13 @@ afterAll(() => root.remove());
 
 const assignFor = (weights: WeightSpec, range = { start: 0, end: 2 }): AssignMessage => {
   const m = meshModel(model, 'stories260k', 'fp32', weights);
-  return { kind: 'assign', id: 'a1', modelKey: m.modelKey, model: m.name, range, dtype: 'fp32', weights: m.weights, artifactUrl: m.artifactUrl(range), config: m.config };
+  return { kind: 'assign', id: 'a1', modelKey: m.modelKey, model: m.name, range, dtype: 'fp32', weights: m.artifacts.weights, artifactUrl: m.artifacts.url(range), config: m.config };
 };
 
 /** An executor that says it holds `weights` (its run is never called here). */
 const fakeExecutor = (weights: WeightSpec): ShardExecutor & { disposed: boolean } => ({
   range: { start: 0, end: 2 },
-  device: 'cpu',
-  weights,
-  weightsBytes: 1,
+  loaded: { device: 'cpu', weights, weightsBytes: 1 },
   kvOps: { bytes: () => 0, capacity: () => 0, grow: () => undefined, dispose: () => {} },
   disposed: false,
   async run() {

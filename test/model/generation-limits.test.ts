@@ -15,7 +15,7 @@ describe('generationLimits', () => {
   });
 
   it('stop tokens are the config EOS ids and the tokenizer EOS ids, each once', () => {
-    expect(generationLimits({ ...config, eosTokenIds: [2, 7] }, { eosTokenIds: [7, 9] }).stopTokenIds).toEqual([2, 7, 9]);
+    expect(generationLimits({ ...config, eosTokenIds: [2, 7] }, { specialTokens: { eosIds: [7, 9] } }).stopTokenIds).toEqual([2, 7, 9]);
     expect(generationLimits({ ...config, eosTokenIds: [] }).stopTokenIds).toEqual([]);
   });
 });

@@ -67,8 +67,8 @@ describe("the demo model ('demo')", () => {
 
   it('writes a conversation as one text it continues: <s>, a quote mark, every message as sentences', async () => {
     const tokenizer = await loadTokenizer(DEMO_MODEL_DIR);
-    expect(tokenizer.usedFallbackTemplate).toBe(false);
-    const render = (messages: { role: 'system' | 'user' | 'assistant'; content: string }[]) => tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true });
+    expect(tokenizer.chatTemplate.isFallback).toBe(false);
+    const render = (messages: { role: 'system' | 'user' | 'assistant'; content: string }[]) => tokenizer.chatTemplate.render(messages, { addGenerationPrompt: true });
     expect(render([{ role: 'user', content: 'Hello!' }])).toBe('<s>"Hello. ');
     expect(
       render([
@@ -79,7 +79,7 @@ describe("the demo model ('demo')", () => {
         { role: 'user', content: 'And then.' },
       ]),
     ).toBe('<s>"Be brief. Why. Tell me. As I settle, fragments of vectors aligning like a kaleidos. And then. ');
-    expect(tokenizer.applyChatTemplate([{ role: 'user', content: 'Hello!' }], { addGenerationPrompt: false })).toBe('<s>"Hello.');
+    expect(tokenizer.chatTemplate.render([{ role: 'user', content: 'Hello!' }], { addGenerationPrompt: false })).toBe('<s>"Hello.');
     // '<s>' is the BOS id and the rest needs no byte pieces (ids 3…258): the model reads its own kind of text.
     const ids = tokenizer.encode(render([{ role: 'user', content: 'Hello! How are you?' }]), { addSpecialTokens: false });
     expect(ids[0]).toBe(1);

@@ -122,7 +122,7 @@ describe('MoE invariants', () => {
     const p = await pipeline(model, [all(config)]);
     try {
       const { executor, kv } = p.stages[0];
-      expect(executor.runBatch).toBeDefined();
+      expect(executor.batch).toBeDefined();
       const prompts = [3, 7, 1, 12];
       const ids = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((seed * 31 + i * 17) % 100));
       const alone: Float32Array[] = [];
@@ -144,7 +144,7 @@ describe('MoE invariants', () => {
         routes.add(last.join(' '));
       }
       expect(routes.size, 'the entries chose different experts').toBe(prompts.length);
-      const batched = await executor.runBatch!(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
+      const batched = await executor.batch!.run(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
       batched.forEach((out, i) => expect(maxAbsDiff(out.data as Float32Array, alone[i]), `session ${i}`).toBeLessThan(1e-5));
     } finally {
       await p.dispose();

@@ -72,7 +72,7 @@ describe('q4 MoE: batched decode, planner bytes', () => {
         alone.push((await executor.run({ sessionId: `alone-${i}`, startPosition: n, hidden: next }, kv.find(`alone-${i}`, executor.range)!)).data as Float32Array);
         steps.push({ sessionId: `batch-${i}`, startPosition: n, hidden: next });
       }
-      const batched = await executor.runBatch!(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
+      const batched = await executor.batch!.run(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
       batched.forEach((out, i) => expect(maxAbsDiff(out.data as Float32Array, alone[i]), `session ${i}`).toBeLessThan(1e-5));
     } finally {
       await p.dispose();

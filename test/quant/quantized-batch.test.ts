@@ -32,7 +32,7 @@ describe('q4: a batched decode step equals each session alone', () => {
       const p = await pipeline(model, [{ start: 0, end: model.checkpoint.config.numLayers }], 'cpu', 'fp32', Q4);
       try {
         const { executor, kv } = p.stages[0];
-        expect(executor.runBatch).toBeDefined();
+        expect(executor.batch).toBeDefined();
         const ids = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((seed * 31 + i * 17) % 100));
         const alone: Float32Array[] = [];
         const steps = [];
@@ -44,7 +44,7 @@ describe('q4: a batched decode step equals each session alone', () => {
           alone.push((await executor.run({ sessionId: `alone-${i}`, startPosition: n, hidden: next }, kv.find(`alone-${i}`, executor.range)!)).data as Float32Array);
           steps.push({ sessionId: `batch-${i}`, startPosition: n, hidden: next });
         }
-        const batched = await executor.runBatch!(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
+        const batched = await executor.batch!.run(steps, steps.map((s) => kv.find(s.sessionId, executor.range)!));
         batched.forEach((out, i) => expect(maxAbsDiff(out.data as Float32Array, alone[i]), `session ${i}`).toBeLessThan(1e-5));
       } finally {
         await p.dispose();
@@ -68,7 +68,7 @@ describe('a session released while its step runs', () => {
           { sessionId: 'gone', startPosition: 3, hidden: next },
         ];
         const states = steps.map((s) => kv.find(s.sessionId, executor.range)!);
-        const running = kvMode === 'pool' ? executor.runBatch!(steps, states) : executor.run(steps[1], states[1]).then((out) => [out]);
+        const running = kvMode === 'pool' ? executor.batch!.run(steps, states) : executor.run(steps[1], states[1]).then((out) => [out]);
         kv.release('gone'); // the client went away while the run was in flight
         const outs = await running;
         expect(outs.every((o) => o.data.length === o.tokens * o.hiddenSize)).toBe(true);

@@ -108,7 +108,7 @@ describe('chain frames only from the sender the head named', () => {
     const p3 = t.peers.get('p3')!;
     const m = t.mesh.model;
     const range = { start: 4, end: 5 };
-    expect(await p3.forwarder.handleControl({ kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.dtype, weights: m.weights, artifactUrl: m.artifactUrl(range), config: m.config })).toMatchObject({ kind: 'ready' });
+    expect(await p3.forwarder.handleControl({ kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.artifacts.dtype, weights: m.artifacts.weights, artifactUrl: m.artifacts.url(range), config: m.config })).toMatchObject({ kind: 'ready' });
     const sessionId = randomUUID();
     expect(await p3.forwarder.handleControl({ kind: 'chain', sessionId, range: { start: 4, end: 5 }, from: 'p2' })).toMatchObject({ kind: 'chained' });
     const frame = () => encodeFrame({ kind: 'chain', requestId: 7, sessionId, startPosition: 0, range: { start: 4, end: 5 }, activations: { dtype: 'fp32', data: new Float32Array(64), tokens: 1, hiddenSize: 64 } });

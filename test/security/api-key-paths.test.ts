@@ -239,7 +239,7 @@ describe('how the key is presented', () => {
 
 describe('the open list stays open', () => {
   it('is exactly the documented routes', () => {
-    expect([...OPEN_ROUTES].sort()).toEqual(['/artifacts/:key/:part/:file', '/health', '/health/live', '/metrics', '/ort/:file', '/peer', '/peer/app.js', '/peer/ws'].sort());
+    expect([...OPEN_ROUTES].sort()).toEqual(['/artifacts/:key/:part/:file', '/health', '/health/live', '/metrics', '/ort/:file', '/peer', '/peer/app.js', '/peer/dashboard.css', '/peer/peer.css', '/peer/ws'].sort());
   });
 
   it('/health, /health/live, /metrics, the join page and its files answer 200 without a key, however spelled', async () => {
@@ -253,6 +253,8 @@ describe('the open list stays open', () => {
       '/metrics',
       '/peer',
       '/peer/app.js',
+      '/peer/dashboard.css',
+      '/peer/peer.css',
       '/ort/ort-wasm-simd-threaded.wasm',
     ];
     for (const target of targets) expect((await send(target)).status, target).toBe(200);

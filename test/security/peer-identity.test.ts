@@ -165,7 +165,7 @@ describe('a duplicate peer id', () => {
 });
 
 describe('the mesh keeps ids unique (plain objects)', () => {
-  const model = { modelKey: 'k', name: 'm', config: { architecture: 'LlamaForCausalLM', numLayers: 2, hiddenSize: 8, numHeads: 1, numKvHeads: 1, headDim: 8, vocabSize: 16 }, dtype: 'fp32' as const, weights: { format: 'fp32' as const, blockSize: 0, accuracyLevel: 0 as const }, bytesPerLayer: 1, artifactUrl: () => '/a' };
+  const model = { modelKey: 'k', name: 'm', config: { architecture: 'LlamaForCausalLM', numLayers: 2, hiddenSize: 8, numHeads: 1, numKvHeads: 1, headDim: 8, vocabSize: 16 }, artifacts: { dtype: 'fp32' as const, weights: { format: 'fp32' as const, blockSize: 0, accuracyLevel: 0 as const }, url: () => '/a' }, bytesPerLayer: 1 };
   const service: ShardService = { kvEntries: 0, handleFrame: () => new Promise<FrameReply>(() => {}), handleControl: async (m) => ({ kind: 'pong', id: m.id, t: 0 }), dispose: async () => {} };
   const init = (id: string) => ({ id, runtime: 'node' as const, executionProvider: 'cpu', memoryBudgetBytes: 1, link: new InProcessLink(service) });
 

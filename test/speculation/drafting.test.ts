@@ -72,12 +72,8 @@ describe('the adaptive draft length', () => {
 const letters: TextTokenizer = {
   encode: (text) => [...text].map((c) => c.charCodeAt(0) - 97),
   decode: (ids) => ids.map((id) => String.fromCharCode(97 + id)).join(''),
-  eosTokenIds: [],
-  specialTokens: { ids: new Set(), named: {} } as never,
-  applyChatTemplate: () => '',
-  hasChatTemplate: false,
-  usedFallbackTemplate: false,
-  chatTemplateText: '',
+  specialTokens: { ids: new Map(), additional: [], eosIds: [] },
+  chatTemplate: { text: '', isFallback: false, render: () => '' },
   vocabulary: () => {
     throw new Error('no grammar vocabulary in this test');
   },

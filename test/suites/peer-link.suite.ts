@@ -36,7 +36,7 @@ export const SUITE_RANGE = { start: 0, end: 2 } as const;
 /** The `assign` a Mesh would send for `range` of stories260k (same fields as Mesh.load). */
 export function storiesAssign(model: LocalModel, range: { start: number; end: number } = SUITE_RANGE): AssignMessage {
   const m = meshModel(model, 'stories260k', 'fp32', FP32);
-  return { kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.dtype, weights: m.weights, artifactUrl: m.artifactUrl(range), config: m.config };
+  return { kind: 'assign', modelKey: m.modelKey, model: m.name, range, dtype: m.artifacts.dtype, weights: m.artifacts.weights, artifactUrl: m.artifacts.url(range), config: m.config };
 }
 
 /** Deterministic finite activations, distinct per `seed`. */

@@ -68,8 +68,8 @@ describe('stories260k tokenizer', () => {
 
   it('exposes bos/eos and decodes special tokens unless skipped', async () => {
     const tokenizer = await loadTokenizer(STORIES);
-    expect(tokenizer.bosTokenId).toBe(1);
-    expect(tokenizer.eosTokenIds).toEqual([2]);
+    expect(tokenizer.specialTokens.bosId).toBe(1);
+    expect(tokenizer.specialTokens.eosIds).toEqual([2]);
     expect(tokenizer.specialTokens).toMatchObject({ bos: '<s>', eos: '</s>', unk: '<unk>' });
     expect([...tokenizer.specialTokens.ids]).toEqual([['<unk>', 0], ['<s>', 1], ['</s>', 2]]);
     expect(tokenizer.decode([1, 461, 2])).toBe('<s> t461 </s>');
@@ -110,18 +110,18 @@ describe('chat templates', () => {
 
   it('falls back to DEFAULT_CHAT_TEMPLATE for stories260k, which has none', async () => {
     const tokenizer = await loadTokenizer(STORIES);
-    expect(tokenizer.hasChatTemplate).toBe(false);
-    expect(tokenizer.usedFallbackTemplate).toBe(true);
+    expect(tokenizer.chatTemplate.isFallback).toBe(true);
+    expect(tokenizer.chatTemplate.isFallback).toBe(true);
     const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Hi' }];
-    expect(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true })).toBe(
+    expect(tokenizer.chatTemplate.render(messages, { addGenerationPrompt: true })).toBe(
       '<s><|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n',
     );
-    expect(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: false })).toBe(
+    expect(tokenizer.chatTemplate.render(messages, { addGenerationPrompt: false })).toBe(
       '<s><|system|>\nBe brief.\n<|user|>\nHi\n',
     );
     // Without a bos token the fallback starts directly with the first turn.
     const noBos = createTokenizer(storiesJson, { eos_token: '</s>' });
-    expect(noBos.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: false })).toBe(
+    expect(noBos.chatTemplate.render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: false })).toBe(
       '<|user|>\nHi\n',
     );
     expect(DEFAULT_CHAT_TEMPLATE).toContain('add_generation_prompt');
@@ -131,21 +131,21 @@ describe('chat templates', () => {
     const tokenizer = createTokenizer(storiesJson, storiesConfig, {
       fallbackTemplate: '{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}',
     });
-    expect(tokenizer.usedFallbackTemplate).toBe(true);
-    expect(tokenizer.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true })).toBe('Hi</s>');
+    expect(tokenizer.chatTemplate.isFallback).toBe(true);
+    expect(tokenizer.chatTemplate.render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true })).toBe('Hi</s>');
   });
 
   it('renders a Llama-2 template from tokenizer_config.json with bos/eos strings', async () => {
     const dir = await folder('llama2', { 'tokenizer_config.json': { ...storiesConfig, chat_template: LLAMA2 } });
     const tokenizer = await loadTokenizer(dir);
-    expect(tokenizer.hasChatTemplate).toBe(true);
-    expect(tokenizer.usedFallbackTemplate).toBe(false);
-    expect(tokenizer.applyChatTemplate(conversation, { addGenerationPrompt: true })).toBe(
+    expect(tokenizer.chatTemplate.isFallback).toBe(false);
+    expect(tokenizer.chatTemplate.isFallback).toBe(false);
+    expect(tokenizer.chatTemplate.render(conversation, { addGenerationPrompt: true })).toBe(
       '<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]',
     );
     const error = (() => {
       try {
-        tokenizer.applyChatTemplate([{ role: 'assistant', content: 'x' }], { addGenerationPrompt: false });
+        tokenizer.chatTemplate.render([{ role: 'assistant', content: 'x' }], { addGenerationPrompt: false });
       } catch (e) {
         return e;
       }
@@ -166,10 +166,10 @@ describe('chat templates', () => {
     });
     const tokenizer = await loadTokenizer(dir);
     const messages = [{ role: 'user' as const, content: 'Hi' }];
-    expect(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true })).toBe(
+    expect(tokenizer.chatTemplate.render(messages, { addGenerationPrompt: true })).toBe(
       '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
     );
-    expect(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: false })).toBe(
+    expect(tokenizer.chatTemplate.render(messages, { addGenerationPrompt: false })).toBe(
       '<|im_start|>user\nHi<|im_end|>\n',
     );
   });
@@ -181,10 +181,10 @@ describe('chat templates', () => {
       'other.jinja': 'OTHER {{ bos_token }}',
     });
     const messages = [{ role: 'user' as const, content: 'Hi' }];
-    expect((await loadTokenizer(dir)).applyChatTemplate(messages, { addGenerationPrompt: false })).toBe('JINJA Hi');
+    expect((await loadTokenizer(dir)).chatTemplate.render(messages, { addGenerationPrompt: false })).toBe('JINJA Hi');
     const overridden = await loadTokenizer(dir, { chatTemplateFile: 'other.jinja' });
-    expect(overridden.applyChatTemplate(messages, { addGenerationPrompt: false })).toBe('OTHER <s>');
-    expect(overridden.hasChatTemplate).toBe(true);
+    expect(overridden.chatTemplate.render(messages, { addGenerationPrompt: false })).toBe('OTHER <s>');
+    expect(overridden.chatTemplate.isFallback).toBe(false);
   });
 });
 

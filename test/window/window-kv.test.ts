@@ -40,7 +40,7 @@ describe('windowed KV', () => {
       const prompt = Array.from({ length: 300 }, (_, i) => token(i));
       expect(maxAbsDiff(await stepLogits(p, 's', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
       const state = p.stages[0].kv.acquire('s', all);
-      const bytesOf = (layers: number[]) => layers.reduce((n, l) => n + 2 * state.past(l)!.key.dims.reduce((a, b) => a * b, 1) * 4, 0);
+      const bytesOf = (layers: number[]) => layers.reduce((n, l) => n + 2 * (state.past(l)!.key as { dims: readonly number[] }).dims.reduce((a, b) => a * b, 1) * 4, 0);
       const local = [0, 2]; // pattern 2: layers 0 and 2 slide, 1 and 3 are global
       const global = [1, 3];
       const bound = windowKvPositions(WINDOW, KV_BLOCK_POSITIONS);
@@ -87,11 +87,11 @@ describe('windowed KV', () => {
       const b2 = stage.kv.acquire('b2', all);
       let h1 = await p.head.embed([token(0)]);
       for (let at = 0; at < 400; at++) {
-        const [o] = await stage.executor.runBatch([{ sessionId: 'b1', startPosition: at, hidden: await p.head.embed([token(at)]) }], [b1]);
+        const [o] = await stage.executor.batch!.run([{ sessionId: 'b1', startPosition: at, hidden: await p.head.embed([token(at)]) }], [b1]);
         h1 = o;
       }
-      for (let at = 0; at < 300; at++) await stage.executor.runBatch([{ sessionId: 'b2', startPosition: at, hidden: await p.head.embed([token(at)]) }], [b2]);
-      const [o1, o2] = await stage.executor.runBatch(
+      for (let at = 0; at < 300; at++) await stage.executor.batch!.run([{ sessionId: 'b2', startPosition: at, hidden: await p.head.embed([token(at)]) }], [b2]);
+      const [o1, o2] = await stage.executor.batch!.run(
         [
           { sessionId: 'b1', startPosition: 400, hidden: await p.head.embed([token(400)]) },
           { sessionId: 'b2', startPosition: 300, hidden: await p.head.embed([token(300)]) },

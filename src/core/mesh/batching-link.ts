@@ -16,9 +16,13 @@
  * leaves the queue, or its answer is dropped). A failure of the whole batched request (the
  * link closed, timed out, the peer refused the frame) rejects every entry it carried.
  * Prefill frames and anything else pass straight through.
+ *
+ * A step's lane is read from its header's layer range; the frame is decoded only when it
+ * leaves in a batch (a lone step goes as the caller's bytes, never decoded here), and one
+ * that does not decode then goes alone, for the peer to refuse as it would have.
  */
 import type { ControlMessage } from '../../shared/control.ts';
-import { FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
+import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { decodeBatchFrame, encodeBatchFrame, MAX_BATCH_ENTRIES } from '../frames/batch-frame-codec.ts';
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
@@ -28,11 +32,14 @@ import type { PeerLink } from '../runtime/peer-link.ts';
 interface Waiting {
   /** The caller's bytes (stamped with the request id that answered it, as every link does). */
   readonly bytes: Uint8Array;
-  readonly frame: ActivationFrame;
+  /** Decoded when the step leaves in a batch. */
+  frame?: ActivationFrame;
   readonly signal?: AbortSignal;
   resolve(bytes: Uint8Array): void;
   reject(error: unknown): void;
 }
+
+type Decoded = Waiting & { frame: ActivationFrame };
 
 interface RangeLane {
   /** A frame is in flight, or a send is scheduled for the end of this turn. */
@@ -74,20 +81,15 @@ export class BatchingLink implements PeerLink {
   }
 
   request(bytes: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    if (bytes.byteLength <= FRAME_OFFSETS.kind || bytes[FRAME_OFFSETS.kind] !== FRAME_KIND_CODES.decode) return this.inner.request(bytes, signal);
-    let frame: ActivationFrame;
-    try {
-      frame = decodeFrame(bytes);
-    } catch {
-      return this.inner.request(bytes, signal); // the peer refuses it, as it would have
-    }
+    if (bytes.byteLength < FRAME_HEADER_BYTES || bytes[FRAME_OFFSETS.kind] !== FRAME_KIND_CODES.decode) return this.inner.request(bytes, signal);
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const key = frame.range.start * 0x10000 + frame.range.end;
+    // The lane: the header's layer range (u16 start, u16 end), as one number.
+    const key = (bytes[FRAME_OFFSETS.layerStart] | (bytes[FRAME_OFFSETS.layerStart + 1] << 8)) * 0x10000 + (bytes[FRAME_OFFSETS.layerEnd] | (bytes[FRAME_OFFSETS.layerEnd + 1] << 8));
     let lane = this.lanes.get(key);
     if (!lane) this.lanes.set(key, (lane = { busy: false, queue: [] }));
     const current = lane;
     return new Promise<Uint8Array>((resolve, reject) => {
-      const waiting: Waiting = { bytes, frame, signal, resolve, reject };
+      const waiting: Waiting = { bytes, signal, resolve, reject };
       const onAbort = () => {
         const i = current.queue.indexOf(waiting);
         if (i >= 0) current.queue.splice(i, 1);
@@ -113,11 +115,26 @@ export class BatchingLink implements PeerLink {
     try {
       while (lane.queue.length > 0) {
         const taken = lane.queue.splice(0, this.maxEntries);
-        if (taken.length === 1) await this.sendOne(taken[0]);
-        else await this.sendBatch(taken);
+        if (taken.length === 1) {
+          await this.sendOne(taken[0]);
+          continue;
+        }
+        const decoded = taken.filter((w) => this.decoded(w));
+        const alone = taken.filter((w) => w.frame === undefined);
+        await Promise.all([decoded.length === 1 ? this.sendOne(decoded[0]) : decoded.length > 1 ? this.sendBatch(decoded as Decoded[]) : undefined, ...alone.map((w) => this.sendOne(w))]);
       }
     } finally {
       lane.busy = false;
+    }
+  }
+
+  /** Decode `w`'s frame for a batch; false (left undecoded) when it does not decode. */
+  private decoded(w: Waiting): boolean {
+    try {
+      w.frame = decodeFrame(w.bytes);
+      return true;
+    } catch {
+      return false;
     }
   }
 
@@ -130,7 +147,7 @@ export class BatchingLink implements PeerLink {
     }
   }
 
-  private async sendBatch(entries: Waiting[]): Promise<void> {
+  private async sendBatch(entries: Decoded[]): Promise<void> {
     const first = entries[0].frame;
     let answer;
     let requestId = 0;

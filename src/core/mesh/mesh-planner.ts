@@ -69,8 +69,8 @@ export class MeshPlanner {
 
   /** Whether `peer` announced the model's weight format (a 2.0 peer serves only the float format equal to the dtype). */
   servesFormat(peer: MeshPeerInit): boolean {
-    const formats = peer.weightFormats ?? [this.model.dtype];
-    return formats.includes(this.model.weights.format);
+    const formats = peer.weightFormats ?? [this.model.artifacts.dtype];
+    return formats.includes(this.model.artifacts.weights.format);
   }
 
   /** The plan over the members; with `ignoreQuarantine`, as if no peer were quarantined. */

@@ -173,7 +173,7 @@ export class Mesh implements RouteProvider, VerifierSource {
 
   weightsOf(peerId: string): WireWeights | undefined {
     const peer = this.membership.get(peerId);
-    return peer && (peer.weights ?? this.model.weights);
+    return peer && (peer.weights ?? this.model.artifacts.weights);
   }
 
   deviceOf(peerId: string): string | undefined {

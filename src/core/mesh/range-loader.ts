@@ -88,9 +88,9 @@ export class RangeLoader {
       modelKey: this.model.modelKey,
       model: this.model.name,
       range,
-      dtype: this.model.dtype,
-      weights: this.model.weights,
-      artifactUrl: this.model.artifactUrl(range),
+      dtype: this.model.artifacts.dtype,
+      weights: this.model.artifacts.weights,
+      artifactUrl: this.model.artifacts.url(range),
       config: this.model.config,
     };
     const timeoutMs = this.readyTimeoutMs;
@@ -99,7 +99,7 @@ export class RangeLoader {
       const answer = await withDeadline(this.clock, timeoutMs, notReady, (signal) => peer.link.control(assign, signal)).catch((error: unknown) => {
         // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
         if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
-          throw new RouteUnavailableError(`peer ${peer.id} refused layers ${rangeText(range)} in ${weightSpecName(this.model.weights)}: [${error.code}] ${error.message}`);
+          throw new RouteUnavailableError(`peer ${peer.id} refused layers ${rangeText(range)} in ${weightSpecName(this.model.artifacts.weights)}: [${error.code}] ${error.message}`);
         }
         throw error;
       });
@@ -107,15 +107,15 @@ export class RangeLoader {
       if (!sameRange(answer.range, range) || answer.modelKey !== this.model.modelKey) {
         throw new RouteUnavailableError(`peer ${peer.id} answered 'ready' for ${answer.modelKey} layers ${rangeText(answer.range)}, not the ${rangeText(range)} it was assigned`);
       }
-      if (answer.weights && !sameWeightSpec(answer.weights, this.model.weights)) {
-        throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.weights)}`);
+      if (answer.weights && !sameWeightSpec(answer.weights, this.model.artifacts.weights)) {
+        throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.artifacts.weights)}`);
       }
       if (!this.membership.isCurrent(peer)) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
       peer.ranges.push(range);
       const held = { peerId: peer.id, range };
       this.events.loaded(held);
       peer.device = answer.device;
-      peer.weights = answer.weights ?? this.model.weights;
+      peer.weights = answer.weights ?? this.model.artifacts.weights;
       this.latencies.set(held, new HopLatency()); // a newly loaded range: its first frame has no deadline
       this.membership.changed();
     } catch (error) {

@@ -36,7 +36,7 @@ export async function inProcessRoute(
   for (const [i, executor] of executors.entries()) {
     const peer = new ShardPeer({ loader: { load: async () => executor }, memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
     // The loader ignores the assignment's details: the executor is already loaded.
-    const assign = { kind: 'assign', range: executor.range, weights: executor.weights } as AssignMessage;
+    const assign = { kind: 'assign', range: executor.range, weights: executor.loaded.weights } as AssignMessage;
     const ready = await peer.handleControl(assign);
     if (ready.kind !== 'ready') throw new Error(`in-process shard ${i} did not load: ${JSON.stringify(ready)}`);
     peers.push(peer);

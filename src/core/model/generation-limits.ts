@@ -35,12 +35,12 @@ export const FALLBACK_MAX_TOKENS = 512;
 
 export function generationLimits(
   config: Pick<ModelConfig, 'maxPositionEmbeddings' | 'eosTokenIds' | 'maxNewTokens'>,
-  tokenizer?: { readonly eosTokenIds: readonly number[] },
+  tokenizer?: { readonly specialTokens: { readonly eosIds: readonly number[] } },
 ): GenerationLimits {
   const contextLength = rotaryPositions(config);
   return {
     contextLength,
-    stopTokenIds: Object.freeze([...new Set([...config.eosTokenIds, ...(tokenizer?.eosTokenIds ?? [])])]),
+    stopTokenIds: Object.freeze([...new Set([...config.eosTokenIds, ...(tokenizer?.specialTokens.eosIds ?? [])])]),
     defaultMaxTokens: Math.min(config.maxNewTokens ?? FALLBACK_MAX_TOKENS, contextLength),
   };
 }

@@ -22,6 +22,14 @@ export interface SpecialTokens {
   readonly ids: ReadonlyMap<string, number>;
 }
 
+/** A tokenizer's special tokens with the ids of bos and eos resolved. */
+export interface TokenizerSpecialTokens extends SpecialTokens {
+  /** Id of `bos`, if the config names one. */
+  readonly bosId?: number;
+  /** Ids that end generation: `eos`'s (empty if none). */
+  readonly eosIds: readonly number[];
+}
+
 /** `add_bos_token` / `add_eos_token` from the config; undefined leaves it to the post-processor. */
 export interface SpecialTokenRule {
   readonly addBos?: boolean;
@@ -31,9 +39,7 @@ export interface SpecialTokenRule {
 }
 
 export interface ResolvedSpecialTokens {
-  readonly tokens: SpecialTokens;
-  readonly bosTokenId?: number;
-  readonly eosTokenIds: number[];
+  readonly tokens: TokenizerSpecialTokens;
   readonly rule: SpecialTokenRule;
   /** `bos_token`, `eos_token`, … as strings, for chat templates (transformers' names). */
   readonly templateVariables: Readonly<Record<string, string | readonly string[]>>;
@@ -84,9 +90,7 @@ export function readSpecialTokens(
     eosId,
   };
   return {
-    tokens: { bos: named.bos, eos: named.eos, unk: named.unk, pad: named.pad, additional, ids },
-    bosTokenId: bosId,
-    eosTokenIds: eosId === undefined ? [] : [eosId],
+    tokens: { bos: named.bos, eos: named.eos, unk: named.unk, pad: named.pad, additional, ids, bosId, eosIds: eosId === undefined ? [] : [eosId] },
     rule,
     templateVariables,
   };

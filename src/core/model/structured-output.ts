@@ -65,13 +65,13 @@ function jsonGrammar(format: ResponseFormat | undefined): OutputGrammar | undefi
  * TokenizerError when the template fails.
  */
 export function planStructuredChat(tokenizer: TextTokenizer, request: StructuredChatRequest): StructuredChatPlan {
-  const format = detectToolCallFormat(tokenizer.chatTemplateText);
+  const format = detectToolCallFormat(tokenizer.chatTemplate.text);
   const tools = request.tools;
   const offered = tools !== undefined && tools.tools.length > 0 && tools.choice.type !== 'none';
   const shown: readonly ToolFunction[] | undefined = offered ? tools.tools : undefined;
   const prompt = format.templateRendersTools
-    ? tokenizer.applyChatTemplate(request.messages, { addGenerationPrompt: true, tools: shown })
-    : tokenizer.applyChatTemplate(genericToolMessages(request.messages, shown), { addGenerationPrompt: true });
+    ? tokenizer.chatTemplate.render(request.messages, { addGenerationPrompt: true, tools: shown })
+    : tokenizer.chatTemplate.render(genericToolMessages(request.messages, shown), { addGenerationPrompt: true });
   if (!offered) return { prompt, grammar: jsonGrammar(request.responseFormat) };
 
   const json = request.responseFormat ? jsonNode(request.responseFormat) : undefined;
@@ -84,6 +84,6 @@ export function planStructuredChat(tokenizer: TextTokenizer, request: Structured
  * tool-call format's marker tokens spelled), ending sequences with `stopTokenIds`.
  */
 export function createGrammarEngine(load: XGrammarLoader, tokenizer: TextTokenizer, vocabSize: number, stopTokenIds: readonly number[]): XGrammarEngine {
-  const markers = detectToolCallFormat(tokenizer.chatTemplateText).syntax.markers;
+  const markers = detectToolCallFormat(tokenizer.chatTemplate.text).syntax.markers;
   return new XGrammarEngine(load, tokenizer.vocabulary(vocabSize, markers), { vocabSize, stopTokenIds });
 }

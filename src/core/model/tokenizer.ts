@@ -13,14 +13,36 @@ import { applySpecialTokenRule, asTokenList, readSpecialTokens } from './special
 import type { TokenVocabulary } from '../sampling/grammar/vocabulary.ts';
 import { readTokenVocabulary } from './token-vocabulary.ts';
 import type { ToolFunction } from './tools/tool-types.ts';
-import type { SpecialTokenRule, SpecialTokens } from './special-tokens.ts';
+import type { SpecialTokenRule, TokenizerSpecialTokens } from './special-tokens.ts';
 import { TokenizerError } from './tokenizer-error.ts';
 
 export { DEFAULT_CHAT_TEMPLATE, type ChatMessage } from './chat-template.ts';
-export type { SpecialTokens } from './special-tokens.ts';
+export type { SpecialTokens, TokenizerSpecialTokens } from './special-tokens.ts';
 export { TokenizerError } from './tokenizer-error.ts';
 
-/** A loaded tokenizer. Immutable; safe to share between sessions. */
+/** The chat template a tokenizer renders conversations with. */
+export interface ChatTemplate {
+  /** The template's Jinja source (the fallback's when there is none). */
+  readonly text: string;
+  /**
+   * True when rendering uses `opts.fallbackTemplate` or {@link DEFAULT_CHAT_TEMPLATE}: neither
+   * the tokenizer nor `opts.chatTemplate` provided a template.
+   */
+  readonly isFallback: boolean;
+  /**
+   * Renders a conversation to the prompt string, passing `messages`,
+   * `add_generation_prompt` and the special tokens as strings (`bos_token`, …). Templates
+   * usually emit `bos_token` themselves: encode the result with `addSpecialTokens: false`.
+   * Throws {@link TokenizerError} if the template fails. `tools` are passed to the template as
+   * its `tools` variable (see `renderChatTemplate`).
+   */
+  render(messages: readonly ChatMessage[], opts: { addGenerationPrompt: boolean; tools?: readonly ToolFunction[] }): string;
+}
+
+/**
+ * A loaded tokenizer (five members; the conformance suite is test/suites/text-tokenizer.suite.ts).
+ * Immutable; safe to share between sessions.
+ */
 export interface TextTokenizer {
   /**
    * Text → ids. `addSpecialTokens` (default true, as in transformers) applies the
@@ -31,31 +53,18 @@ export interface TextTokenizer {
   encode(text: string, opts?: { addSpecialTokens?: boolean }): number[];
   /** Ids → text; `skipSpecialTokens` (default false) drops special tokens. `[]` → `''`. */
   decode(ids: readonly number[], opts?: { skipSpecialTokens?: boolean }): string;
-  /** Id of `bos_token` from tokenizer_config.json, if it names one. */
-  readonly bosTokenId?: number;
-  /** Ids that end generation: `eos_token` from tokenizer_config.json (empty if none). */
-  readonly eosTokenIds: number[];
-  /** Named special tokens and the id of every special token. */
-  readonly specialTokens: SpecialTokens;
   /**
-   * Renders a conversation to the prompt string with the chat template, passing
-   * `messages`, `add_generation_prompt` and the special tokens as strings (`bos_token`, …).
-   * Templates usually emit `bos_token` themselves: encode the result with
-   * `addSpecialTokens: false`. Throws {@link TokenizerError} if the template fails.
-   * `tools` are passed to the template as its `tools` variable (see `renderChatTemplate`).
+   * Named special tokens, the id of every special token, `bosId` (`bos_token` of
+   * tokenizer_config.json, if it names one) and `eosIds`, the ids that end generation
+   * (`eos_token`; empty if none).
    */
-  applyChatTemplate(messages: readonly ChatMessage[], opts: { addGenerationPrompt: boolean; tools?: readonly ToolFunction[] }): string;
-  /** The chat template's Jinja source (the fallback's when there is none). */
-  readonly chatTemplateText: string;
+  readonly specialTokens: TokenizerSpecialTokens;
+  readonly chatTemplate: ChatTemplate;
   /**
    * The vocabulary for a grammar engine (see `readTokenVocabulary`): `vocabSize` is the
    * model's logits length, `keepText` special tokens that stay spelled.
    */
   vocabulary(vocabSize: number, keepText?: readonly string[]): TokenVocabulary;
-  /** True when the tokenizer (or `opts.chatTemplate`) provided a template. */
-  readonly hasChatTemplate: boolean;
-  /** True when rendering uses `opts.fallbackTemplate` or {@link DEFAULT_CHAT_TEMPLATE}. */
-  readonly usedFallbackTemplate: boolean;
 }
 
 export interface CreateTokenizerOptions {
@@ -97,12 +106,14 @@ export function createTokenizer(
   });
 
   return {
-    bosTokenId: special.bosTokenId,
-    eosTokenIds: special.eosTokenIds,
     specialTokens: special.tokens,
-    hasChatTemplate: !chat.isFallback,
-    usedFallbackTemplate: chat.isFallback,
-    chatTemplateText: chat.text,
+    chatTemplate: {
+      text: chat.text,
+      isFallback: chat.isFallback,
+      render(messages, templateOpts) {
+        return renderChatTemplate(chat, messages, templateOpts.addGenerationPrompt, special.templateVariables, templateOpts.tools);
+      },
+    },
     vocabulary(vocabSize, keepText) {
       return readTokenVocabulary(json, vocabSize, keepText);
     },
@@ -118,9 +129,6 @@ export function createTokenizer(
     decode(ids, decodeOpts) {
       if (ids.length === 0) return '';
       return inner.decode([...ids], { skip_special_tokens: decodeOpts?.skipSpecialTokens ?? false });
-    },
-    applyChatTemplate(messages, templateOpts) {
-      return renderChatTemplate(chat, messages, templateOpts.addGenerationPrompt, special.templateVariables, templateOpts.tools);
     },
   };
 }

@@ -69,7 +69,7 @@ export class ShardPeer implements ShardService {
   }
 
   get devices(): string[] {
-    return [...this.executors.values()].map((e) => e.device);
+    return [...this.executors.values()].map((e) => e.loaded.device);
   }
 
   /** KV entries held (0 when every session was released). */
@@ -93,8 +93,8 @@ export class ShardPeer implements ShardService {
         case 'assign': {
           const started = this.clock.now();
           const executor = await this.ensureRange(message);
-          const { format, blockSize, accuracyLevel } = executor.weights;
-          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Math.round(this.clock.now() - started), device: executor.device, weights: { format, blockSize, accuracyLevel } };
+          const { format, blockSize, accuracyLevel } = executor.loaded.weights;
+          return { kind: 'ready', id, modelKey: message.modelKey, range: executor.range, loadMs: Math.round(this.clock.now() - started), device: executor.loaded.device, weights: { format, blockSize, accuracyLevel } };
         }
         case 'unload': {
           const { loaded, freedEntries } = await this.unloadRange(message.range);
@@ -181,7 +181,7 @@ export class ShardPeer implements ShardService {
     const key = rangeKey(assign.range);
     const ready = this.executors.get(key);
     if (ready) {
-      checkAssignedWeights(assign, ready.weights, `layers [${assign.range.start}, ${assign.range.end}) on this peer`);
+      checkAssignedWeights(assign, ready.loaded.weights, `layers [${assign.range.start}, ${assign.range.end}) on this peer`);
       return ready;
     }
     let pending = this.loading.get(key);
@@ -192,7 +192,7 @@ export class ShardPeer implements ShardService {
     try {
       const executor = await pending;
       try {
-        checkAssignedWeights(assign, executor.weights, `the loaded shard of layers [${assign.range.start}, ${assign.range.end})`);
+        checkAssignedWeights(assign, executor.loaded.weights, `the loaded shard of layers [${assign.range.start}, ${assign.range.end})`);
       } catch (error) {
         await executor.dispose();
         throw error;
@@ -311,15 +311,15 @@ export class ShardPeer implements ShardService {
     for (const [tokens, group] of groups) {
       // Several positions with past context run one entry at a time (a speculative step, a
       // pipelined chunk): onnxruntime's GroupQueryAttention takes batch 1 there.
-      const max = tokens === 1 ? Math.max(1, executor.maxBatch ?? 1) : 1;
+      const max = tokens === 1 ? Math.max(1, executor.batch?.max ?? 1) : 1;
       for (let at = 0; at < group.length; at += max) {
         const chunk = group.slice(at, at + max);
         for (const c of chunk) store.pin(c.kv);
         const started = this.clock.now();
         try {
           const outs: Activations[] =
-            executor.runBatch && chunk.length > 1
-              ? await executor.runBatch(chunk.map((c) => c.step), chunk.map((c) => c.kv))
+            executor.batch && chunk.length > 1
+              ? await executor.batch.run(chunk.map((c) => c.step), chunk.map((c) => c.kv))
               : [await executor.run(chunk[0].step, chunk[0].kv)];
           const ms = this.clock.now() - started;
           chunk.forEach((c, j) => {
@@ -375,7 +375,7 @@ export class ShardPeer implements ShardService {
   /** The memory budget less the weights of every loaded range. */
   private kvBudget(): number {
     let weights = 0;
-    for (const executor of this.executors.values()) weights += executor.weightsBytes;
+    for (const executor of this.executors.values()) weights += executor.loaded.weightsBytes;
     return Math.max(0, this.options.memoryBudgetBytes - weights);
   }
 

@@ -36,7 +36,7 @@ import type { KvState, KvTensorOps, LayerKv } from './kv-state.ts';
 import type { OrtModule } from './ort-session.ts';
 import type { RunQueue } from './run-queue.ts';
 import { BatchStaging } from './batch-staging.ts';
-import { CacheMissError, checkActivations, type Activations, type ShardExecutor, type ShardStep } from './shard-executor.ts';
+import { CacheMissError, checkActivations, type Activations, type LoadedShard, type ShardBatchRunner, type ShardExecutor, type ShardStep } from './shard-executor.ts';
 
 type Tensor = Ort.Tensor;
 type FloatArray = Float32Array | Uint16Array;
@@ -96,6 +96,8 @@ function writeNew(into: FloatArray, capacity: number, fresh: FloatArray, b: numb
 
 export class OrtShardExecutor implements ShardExecutor<Tensor> {
   readonly kvOps: KvTensorOps<Tensor>;
+  readonly loaded: LoadedShard;
+  readonly batch: ShardBatchRunner<Tensor>;
   readonly kvMode: KvMode;
   private readonly tensorType: 'float32' | 'float16';
   private readonly poolFetches: string[] = [SHARD_OUTPUT_HIDDEN];
@@ -121,6 +123,14 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     private readonly window?: KvWindow,
   ) {
     this.kvOps = ortKvOps(ort, config, dtype, window);
+    this.loaded = { device, weights, weightsBytes };
+    const executor = this;
+    this.batch = {
+      get max() {
+        return executor.maxBatch;
+      },
+      run: (steps, kvs) => this.runBatch(steps, kvs),
+    };
     this.tensorType = dtype === 'fp16' ? 'float16' : 'float32';
     this.kvMode = kvMode ?? (device === 'webgpu' ? 'replace' : 'pool');
     for (let l = range.start; l < range.end; l++) {

@@ -29,19 +29,37 @@ export class CacheMissError extends Error {
   }
 }
 
-/**
- * What a peer (ShardPeer) needs from one loaded shard. The peer owns the executor and
- * disposes it; the KvState a step reads and appends to belongs to the peer's KvStore, which
- * frees its tensors through `kvOps`.
- */
-export interface ShardExecutor<T = unknown> {
-  readonly range: LayerRange;
+/** What a loaded shard is: where it runs and the weights it holds. */
+export interface LoadedShard {
   /** The execution provider actually in use, e.g. 'cpu', 'webgpu', 'wasm', 'cuda'. */
   readonly device: string;
   /** The weight format its graph holds. */
   readonly weights: WeightSpec;
-  /** Bytes of weights this executor holds (counted against its peer's memory budget). */
+  /** Bytes of weights the executor holds (counted against its peer's memory budget). */
   readonly weightsBytes: number;
+}
+
+/** Several sessions' steps as one run: `run`'s rules per entry. */
+export interface ShardBatchRunner<T = unknown> {
+  /** Most entries one `run` takes (1: one at a time). */
+  readonly max: number;
+  /**
+   * Run several sessions' steps (equal token counts, at most `max`) as one run, each with its
+   * own KvState and start; a CacheMissError names the first entry that cannot run, before
+   * anything ran.
+   */
+  run(steps: readonly ShardStep[], kvs: readonly KvState<T>[]): Promise<Activations[]>;
+}
+
+/**
+ * What a peer (ShardPeer) needs from one loaded shard (six members; the conformance suite is
+ * test/suites/shard-executor.suite.ts). The peer owns the executor and disposes it; the
+ * KvState a step reads and appends to belongs to the peer's KvStore, which frees its tensors
+ * through `kvOps`.
+ */
+export interface ShardExecutor<T = unknown> {
+  readonly range: LayerRange;
+  readonly loaded: LoadedShard;
   /** Tensor operations for this executor's KV tensors (for its peer's KvStore). */
   readonly kvOps: KvTensorOps<T>;
   /**
@@ -51,14 +69,8 @@ export interface ShardExecutor<T = unknown> {
    * CacheMissError. Activations of another dtype or hidden size throw RangeError.
    */
   run(step: ShardStep, kv: KvState<T>): Promise<Activations>;
-  /**
-   * Run several sessions' steps (equal token counts, at most `maxBatch`) as one run, each
-   * with its own KvState and start, with `run`'s rules per entry; a CacheMissError names the
-   * first entry that cannot run, before anything ran. Absent: the peer runs entries one by one.
-   */
-  runBatch?(steps: readonly ShardStep[], kvs: readonly KvState<T>[]): Promise<Activations[]>;
-  /** Most entries `runBatch` takes at once (1: it runs one at a time). */
-  readonly maxBatch?: number;
+  /** Batched runs across sessions. Absent: the peer runs entries one by one. */
+  readonly batch?: ShardBatchRunner<T>;
   dispose(): Promise<void>;
 }
 

@@ -34,7 +34,8 @@ export const CATCH_ALL_ROUTE = '/**';
  * list short; a test pins it.
  * - `/health`, `/health/live`: probes (load balancers, orchestrators) carry no key.
  * - `/metrics`: Prometheus scrapes; counters only, no request content.
- * - `/peer`, `/peer/app.js`, `/ort/:file`: the browser join page and its code (public files).
+ * - `/peer`, `/peer/app.js`, `/peer/dashboard.css`, `/peer/peer.css`, `/ort/:file`: the browser
+ *   join page, its code and stylesheets (public files).
  * - `/peer/ws`: peers join there; it has its own join-token check at `hello`.
  * - `/artifacts/...`: shard artifacts; their own join-token check (`x-meshnet-token`).
  */
@@ -44,6 +45,8 @@ export const OPEN_ROUTES: ReadonlySet<string> = new Set([
   '/metrics',
   '/peer',
   '/peer/app.js',
+  '/peer/dashboard.css',
+  '/peer/peer.css',
   '/ort/:file',
   '/peer/ws',
   '/artifacts/:key/:part/:file',

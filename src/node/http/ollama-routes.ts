@@ -55,7 +55,7 @@ export function servedModel(head: HeadContext, startedAt: number): ServedModel {
     heads: config.numHeads,
     kvHeads: config.numKvHeads,
     vocabSize: config.vocabSize,
-    chatTemplate: head.tokenizer.chatTemplateText,
+    chatTemplate: head.tokenizer.chatTemplate.text,
     servedSince: startedAt,
   };
 }

@@ -19,6 +19,8 @@ export interface LocalPeersOptions {
   /** `--prefix-cache` for each peer (MB). */
   readonly prefixCacheMb?: number;
   readonly env?: NodeJS.ProcessEnv;
+  /** Node options before the script (e.g. `--cpu-prof`, which NODE_OPTIONS refuses). */
+  readonly execArgv?: readonly string[];
   readonly log?: (line: string) => void;
 }
 
@@ -30,7 +32,7 @@ export interface LocalPeers {
 export function spawnLocalPeers(options: LocalPeersOptions): LocalPeers {
   const processes: ChildProcess[] = [];
   for (let i = 1; i <= options.count; i++) {
-    const args = [BIN, 'peer', '--head', options.headUrl, '--device', options.device, '--peer-id', `local-${i}`];
+    const args = [...(options.execArgv ?? []), BIN, 'peer', '--head', options.headUrl, '--device', options.device, '--peer-id', `local-${i}`];
     if (options.link === 'direct') args.push('--listen', '0');
     if (options.threads !== undefined) args.push('--threads', String(options.threads));
     if (options.memoryBudgetMb !== undefined) args.push('--memory-budget', String(options.memoryBudgetMb));

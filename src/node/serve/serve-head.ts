@@ -95,7 +95,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
   const resolved = await resolveModel(options.model);
   const model = await openLocalModel(resolved.dir);
   const tokenizer = await loadTokenizer(resolved.dir, { chatTemplateFile: options.chatTemplateFile });
-  if (tokenizer.usedFallbackTemplate) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
+  if (tokenizer.chatTemplate.isFallback) log(`${resolved.id} has no chat template: chat requests use meshnet's plain fallback template (README, "Chat templates")`);
   const config = model.checkpoint.config;
   const weights = resolveWeightSpec(config, options.dtype, options.weights);
   const headLayers = typeof options.headLayers === 'string' ? parseHeadLayers(options.headLayers, config.numLayers) : options.headLayers;
