@@ -23,6 +23,8 @@ export { asWeightSpec, type WeightFormat, type WeightSpec } from './model/quant/
 export { generationLimits, type GenerationLimits } from './model/generation-limits.ts';
 export type { ShardService } from './runtime/shard-service.ts';
 export type { PeerLink } from './runtime/peer-link.ts';
+export type { ChainListener, ChainPort } from './runtime/chain-port.ts';
+export { ROUTE_MODES, type RouteMode } from './route/chain-route.ts';
 export { InProcessLink } from './runtime/in-process-link.ts';
 export { BatchingHeadRunner } from './runtime/batching-head.ts';
 export type { HeadRunner } from './runtime/ort-head-runner.ts';

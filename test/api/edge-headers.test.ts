@@ -6,6 +6,7 @@
  * the browser's enforcement in test/e2e/cors.spec.ts.
  */
 import path from 'node:path';
+import { Ollama } from 'ollama';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { tempDir } from '../engine/harness.ts';
@@ -160,5 +161,31 @@ describe('hostile edge headers: never a 500', () => {
       expect(response.status).toBe(204);
       expect(response.headers.get('access-control-allow-headers')).toBe('authorization, content-type, x-request-id, openai-organization, openai-project, openai-beta');
     }
+  });
+});
+
+describe("Ollama's API under the same key and CORS rules", () => {
+  it('preflights pass; without the key a 401 in Ollama\'s shape (the dashboard API keeps OpenAI\'s)', async () => {
+    for (const path of ['api/chat', 'api/generate', 'api/tags']) expect((await preflight(serving, LOCAL_APP, path)).status, path).toBe(204);
+    const refused = await fetch(url(serving, 'api/tags'));
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({ error: 'Incorrect API key provided.' });
+    expect(await (await fetch(url(serving, 'api/state'))).json()).toMatchObject({ error: { code: 'invalid_api_key' } });
+    const wrong = await new Ollama({ host: url(serving, '').replace(/\/$/, ''), headers: { authorization: 'Bearer nope' } }).list().catch((e: unknown) => e);
+    expect(wrong).toMatchObject({ name: 'ResponseError', status_code: 401, error: 'Incorrect API key provided.' });
+  });
+
+  it('the ollama client with the bearer key lists and chats; an allowed page may read the answer', async () => {
+    const client = new Ollama({ host: url(serving, '').replace(/\/$/, ''), headers: { authorization: `Bearer ${API_KEY}` } });
+    expect((await client.list()).models.map((m) => m.name)).toEqual(['stories260k:latest']);
+    const chat = await fetch(url(serving, 'api/chat'), {
+      method: 'POST',
+      headers: { origin: LOCAL_APP, authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'stories260k', messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 2 } }),
+    });
+    expect(chat.status).toBe(200);
+    expect(chat.headers.get('access-control-allow-origin')).toBe(LOCAL_APP);
+    expect(chat.headers.get('content-type')).toBe('application/x-ndjson');
+    expect((await chat.text()).trim().split('\n').map((line) => JSON.parse(line) as { done: boolean }).at(-1)?.done).toBe(true);
   });
 });

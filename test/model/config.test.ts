@@ -84,7 +84,7 @@ describe('parseModelConfig', () => {
     const message = refusal({ ...llama, architectures: ['GPT2LMHeadModel'] }).message;
     expect(message).toMatch(/architecture 'GPT2LMHeadModel' is not supported/);
     for (const name of SUPPORTED_ARCHITECTURES) expect(message).toContain(name);
-    expect(SUPPORTED_ARCHITECTURES).toEqual(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM', 'Phi3ForCausalLM', 'Gemma2ForCausalLM', 'Gemma3ForCausalLM', 'Gemma3ForConditionalGeneration', 'MixtralForCausalLM', 'Qwen2MoeForCausalLM', 'Qwen3MoeForCausalLM']);
+    expect(SUPPORTED_ARCHITECTURES).toEqual(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM', 'Phi3ForCausalLM', 'Gemma2ForCausalLM', 'Gemma3ForCausalLM', 'Gemma3ForConditionalGeneration', 'MixtralForCausalLM', 'Qwen2MoeForCausalLM', 'Qwen3MoeForCausalLM', 'GptOssForCausalLM']);
   });
 
   it('checks head counts', () => {

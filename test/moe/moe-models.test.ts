@@ -184,3 +184,21 @@ describe('MoE checkpoints refused by name', () => {
     await expect(openLocalModel(tooMany)).rejects.toThrow(/num_experts_per_tok.*\(9\) must not exceed the number of experts \(8\)/);
   });
 });
+
+describe('onnxruntime-web (wasm) in Node', () => {
+  it('runs the MoE graphs (NonZero, ScatterND, TopK) with the logits of onnxruntime-node', async () => {
+    for (const name of ['qwen2-moe (shared expert, not renormalized, mlp_only_layers)']) {
+      const { model } = models.get(name)!;
+      const native = await trace(model, [2]);
+      const p = await pipeline(model, rangesFromSplit(4, [2]), 'wasm');
+      try {
+        const wasm = [await stepLogits(p, 'wasm', [1, 9, 77, 23, 54], 0)];
+        let position = 5;
+        for (const id of [100, 3, 61]) wasm.push(await stepLogits(p, 'wasm', [id], position++));
+        wasm.forEach((logits, step) => expect(maxAbsDiff(logits, native[step]), `${name} step ${step}`).toBeLessThan(1e-4));
+      } finally {
+        await p.dispose();
+      }
+    }
+  });
+});

@@ -15,6 +15,8 @@
  */
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
 import { referenceMoeBlock } from './moe-forward.ts';
+import { referenceGptOssMoe, referenceWindow } from './gpt-oss-forward.ts';
+import { gptOssLayerNames } from '../../src/core/model/moe/gpt-oss-names.ts';
 import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
 import { geluTanh, linear, perHeadRmsNorm, rmsNorm, rotateHalf, softcap, tensor } from './ops.ts';
 
@@ -149,9 +151,9 @@ function attentionOf(config: ModelConfig, layer: number, total: number) {
   // longrope (Phi-3): long factors once the sequence is longer than the original context.
   const long = rope.longrope !== undefined && total > rope.longrope.originalMaxPositionEmbeddings;
   return {
-    window: windowed ? config.slidingWindow : undefined,
+    window: windowed ? config.slidingWindow : config.moe?.gptOss ? referenceWindow(config, layer) : undefined, // gpt-oss: per layer
     invFreq: ropeInverseFrequencies(rope, rotaryDim, long ? 'long' : 'short'),
-    attentionFactor: rope.longrope?.attentionFactor ?? 1,
+    attentionFactor: rope.longrope?.attentionFactor ?? rope.yarn?.attentionFactor ?? 1, // YaRN scales cos and sin too
     rotaryDim,
     scale: 1 / Math.sqrt(config.gemma ? config.gemma.queryPreAttnScalar : config.headDim),
     softcap: config.gemma?.attnLogitSoftcap,
@@ -201,18 +203,20 @@ function decoderLayer(
   // Causal by construction: the cache holds only positions <= this one. A sliding window
   // keeps keys j with position - j < window, as transformers' mask does.
   const first = attention.window === undefined ? 0 : Math.max(0, position - attention.window + 1);
+  const gptOss = gptOssLayerNames(config, layer);
+  const sinks = gptOss ? tensor(weights, gptOss.sinks, numHeads) : undefined; // gpt-oss: one more logit per head, dropped after the softmax
   const scores = new Float64Array(position + 1);
   for (let h = 0; h < numHeads; h++) {
     const qo = h * headDim;
     const ko = Math.floor(h / groupSize) * headDim; // grouped-query: kv head shared by groupSize query heads
-    let max = -Infinity;
+    let max = sinks ? sinks[h] : -Infinity;
     for (let j = first; j <= position; j++) {
       let dot = 0;
       for (let d = 0; d < headDim; d++) dot += q[qo + d] * keys[j][ko + d];
       scores[j] = attention.softcap === undefined ? dot * attention.scale : softcap(dot * attention.scale, attention.softcap);
       if (scores[j] > max) max = scores[j];
     }
-    let sum = 0;
+    let sum = sinks ? Math.exp(sinks[h] - max) : 0;
     for (let j = first; j <= position; j++) sum += scores[j] = Math.exp(scores[j] - max);
     for (let d = 0; d < headDim; d++) {
       let acc = 0;
@@ -220,14 +224,14 @@ function decoderLayer(
       context[qo + d] = acc / sum;
     }
   }
-  let attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs); // [hidden]
+  let attn = linear(context, tensor(weights, `${p}self_attn.o_proj.weight`, hs * qSize), hs, gptOss ? tensor(weights, gptOss.oBias, hs) : undefined); // [hidden]
   if (config.gemma) attn = rmsNorm(attn, norm('post_attention_layernorm.weight'), eps);
   const mid = new Float32Array(hs);
   for (let i = 0; i < hs; i++) mid[i] = x[i] + attn[i];
 
   // MLP block: down(act(gate(x)) * up(x)), act = silu (GELU-tanh for Gemma).
   const m = rmsNorm(mid, norm(config.gemma ? 'pre_feedforward_layernorm.weight' : 'post_attention_layernorm.weight'), eps);
-  const moe = referenceMoeBlock(config, weights, layer, m); // a sparse layer (moe-forward.ts)
+  const moe = referenceMoeBlock(config, weights, layer, m) ?? referenceGptOssMoe(config, weights, layer, m); // a sparse layer (moe-forward.ts, gpt-oss-forward.ts)
   if (moe) return mid.map((v, i) => v + moe[i]);
   let gate: Float32Array, up: Float32Array;
   if (config.fusedProjections) {

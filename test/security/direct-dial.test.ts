@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headProof, newNonce } from '../../src/core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
 import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
-import { dialDirectPeer } from '../../src/node/head/direct-dial.ts';
+import { dialDirectPeer } from '../../src/node/net/direct-dial.ts';
 import { startServer, type RunningServer } from '../../src/node/net/start-server.ts';
 import { directListenerApp, runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';

@@ -10,7 +10,7 @@ import type { ControlMessage } from '../../src/shared/control.ts';
 import { startHead, type HeadOptions, type RunningHead } from '../../src/node/head/head-node.ts';
 import { startServer } from '../../src/node/net/start-server.ts';
 import { dialSocket, type DialedSocket } from '../../src/node/net/ws-dial.ts';
-import { dialDirectPeer, type DirectDialOptions } from '../../src/node/head/direct-dial.ts';
+import { dialDirectPeer, type DirectDialOptions } from '../../src/node/net/direct-dial.ts';
 import type { StoriesContext } from '../route/route-harness.ts';
 
 export const JOIN_TOKEN = 'transport-test-token';

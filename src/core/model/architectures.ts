@@ -47,6 +47,7 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'MixtralForCausalLM', attentionBias: 'never', qkNorm: false, slidingWindow: 'sliding-window', ropeScalingTypes: [], moe: 'mixtral' },
   { name: 'Qwen2MoeForCausalLM', attentionBias: 'always', qkNorm: false, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen2-moe' },
   { name: 'Qwen3MoeForCausalLM', attentionBias: 'from-config', qkNorm: true, slidingWindow: 'use-sliding-window', ropeScalingTypes: [], moe: 'qwen3-moe' },
+  { name: 'GptOssForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'none', ropeScalingTypes: ['yarn'], moe: 'gpt-oss' },
 ];
 
 /** Names of the supported architectures, in table order. */
@@ -123,6 +124,8 @@ export function headTensorNames(config: ModelConfig): HeadTensorNames {
 export interface RequiredTensor {
   readonly name: string;
   readonly shape: readonly number[];
+  /** Not a float tensor: MXFP4 blocks and scales are U8. */
+  readonly dtype?: 'U8';
 }
 
 /** Every tensor of layer `layer`, with its expected shape. */

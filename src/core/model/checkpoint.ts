@@ -75,7 +75,10 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
         `tensor '${required.name}' has shape [${location.shape.join(', ')}], expected [${required.shape.join(', ')}] for ${config.architecture}`,
       );
     }
-    if (location.dtype === 'I32') throw new CheckpointError(location.file, `tensor '${required.name}' is I32, expected a float tensor (F32, F16 or BF16)`);
+    const expected = required.dtype ?? 'float'; // U8: MXFP4 blocks and scales
+    if (expected === 'float' ? location.dtype === 'I32' || location.dtype === 'U8' : location.dtype !== expected) {
+      throw new CheckpointError(location.file, `tensor '${required.name}' is ${location.dtype}, expected ${expected === 'float' ? 'a float tensor (F32, F16 or BF16)' : expected}`);
+    }
   }
 
   const locate = (name: string): TensorLocation => {
@@ -100,7 +103,7 @@ export async function openCheckpoint(source: ByteSource): Promise<Checkpoint> {
     readTensorBytes,
     readTensor: async (name) => {
       const { dtype, file } = locate(name);
-      if (dtype === 'I32') throw new CheckpointError(file, `tensor '${name}' is I32, not a float tensor`);
+      if (dtype === 'I32' || dtype === 'U8') throw new CheckpointError(file, `tensor '${name}' is ${dtype}, not a float tensor`);
       return toFloat32(await readTensorBytes(name), dtype);
     },
   };

@@ -47,7 +47,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const eosTokenIds = [...new Set([...fields.tokenIds('eos_token_id'), ...(generation?.tokenIds('eos_token_id') ?? [])])];
   const bosTokenId = fields.optionalTokenId('bos_token_id') ?? generation?.optionalTokenId('bos_token_id');
   const slidingWindow = slidingWindowOf(fields, spec, numLayers);
-  const quantization = parseQuantizationConfig(file, top.json);
+  const quantization = spec.moe === 'gpt-oss' ? undefined : parseQuantizationConfig(file, top.json); // gpt-oss: MXFP4, moe/gpt-oss-config.ts
   const family = spec.gemma ? gemmaParts(fields, { ...spec, gemma: spec.gemma }, numLayers) : spec.phi3 ? phi3Parts(fields, spec, headDim) : { rope: ropeOf(fields, spec) };
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
   const moe = spec.moe ? parseMoeConfig(fields, spec.moe, numLayers) : undefined;

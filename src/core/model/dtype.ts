@@ -11,7 +11,7 @@ const hostIsLittleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** Bytes per element of a dtype. */
 export function dtypeItemSize(dtype: TensorDtype): number {
-  return dtype === 'F32' || dtype === 'I32' ? 4 : 2;
+  return dtype === 'F32' || dtype === 'I32' ? 4 : dtype === 'U8' ? 1 : 2;
 }
 
 /** IEEE half-precision bits (0..0xffff) to a number. Handles subnormals, ±0, ±inf, NaN. */

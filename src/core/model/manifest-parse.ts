@@ -9,7 +9,7 @@ export class ManifestError extends Error {
 }
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-const SEGMENT_KINDS = ['float', 'quantize', 'gptq', 'awq'];
+const SEGMENT_KINDS = ['float', 'quantize', 'gptq', 'awq', 'mxfp4'];
 
 /** The manifest in `json`, or a ManifestError naming the first field that is wrong. */
 export function parseShardManifest(json: unknown, source: string): ShardManifest {

@@ -4,6 +4,7 @@
  */
 import type { Fields } from './config-fields.ts';
 import type { RopeConfig } from './types.ts';
+import { parseYarn } from './moe/yarn.ts';
 
 /** What the rotary parser needs to know about the architecture and the model. */
 export interface RopeContext {
@@ -27,6 +28,7 @@ export function ropeOf(fields: Fields, spec: RopeContext, defaultTheta = 10000):
     scaling.fail('rope_type', `${JSON.stringify(type)} is not supported for ${spec.name} (supported: ${supported})`);
   }
   if (type === 'linear') return { theta, linearFactor: scaling.positiveNumber('factor') };
+  if (type === 'yarn') return { theta, yarn: parseYarn(scaling, fields.positiveInt('max_position_embeddings')) }; // gpt-oss, moe/yarn.ts
   if (type === 'longrope') return { theta, longrope: longropeOf(fields, scaling, spec) };
   return {
     theta,

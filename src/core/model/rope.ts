@@ -4,6 +4,7 @@
  * pairs with i + headDim/2.
  */
 import type { RopeConfig } from './types.ts';
+import { yarnInverseFrequencies } from './moe/yarn.ts';
 
 /** Which of longrope's factor lists: `short` up to its original length, `long` beyond. */
 export type RopeFactors = 'short' | 'long';
@@ -13,6 +14,7 @@ export type RopeFactors = 'short' | 'long';
  * `linear` or `longrope` scaling applied when configured.
  */
 export function ropeInverseFrequencies(rope: RopeConfig, headDim: number, factors: RopeFactors = 'short'): Float64Array {
+  if (rope.yarn) return yarnInverseFrequencies(rope.theta, headDim, rope.yarn); // gpt-oss, moe/yarn.ts
   const half = headDim / 2;
   const inv = new Float64Array(half);
   for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(rope.theta, (2 * i) / headDim);
@@ -39,9 +41,9 @@ export function ropeInverseFrequencies(rope: RopeConfig, headDim: number, factor
   return inv;
 }
 
-/** The factor cos and sin are multiplied by (longrope's attention factor; 1 otherwise). */
+/** The factor cos and sin are multiplied by (longrope's or YaRN's attention factor; 1 otherwise). */
 export function ropeAttentionFactor(rope: RopeConfig): number {
-  return rope.longrope?.attentionFactor ?? 1;
+  return rope.longrope?.attentionFactor ?? rope.yarn?.attentionFactor ?? 1;
 }
 
 /** cos and sin caches, each `[positions, headDim / 2]` row-major, as float32. */

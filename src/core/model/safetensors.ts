@@ -20,7 +20,7 @@ export const SAFETENSORS_PREFIX_BYTES = 8;
 /** Headers larger than this are refused (the reference implementation uses the same cap). */
 export const SAFETENSORS_MAX_HEADER_BYTES = 100_000_000;
 
-const SUPPORTED_DTYPES: readonly TensorDtype[] = ['F32', 'F16', 'BF16', 'I32'];
+const SUPPORTED_DTYPES: readonly TensorDtype[] = ['F32', 'F16', 'BF16', 'I32', 'U8'];
 
 /**
  * Reads and checks the header length from a file's first 8 bytes.

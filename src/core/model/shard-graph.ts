@@ -32,8 +32,8 @@ import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
 import { layerAttention, windowedLayers } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
-import { emitMoeBlock } from './moe/moe-graph.ts';
-import { moeLayerNames } from './moe/moe-names.ts';
+import { emitSparseMlp } from './moe/moe-graph.ts';
+import { gptOssAttention } from './moe/gpt-oss-graph.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
@@ -188,6 +188,7 @@ export function appendDecoderLayers(
     const names = layerTensorNames(config, l);
     const attention = layerAttention(config, l);
     const { cos, sin } = attention.localRope ? tables.local! : tables.global;
+    const extra = gptOssAttention(g, config, l, weights); // gpt-oss: sinks, sliding window, o_proj bias
     let normed: string;
     if (pending === undefined) {
       normed = g.op1('SimplifiedLayerNormalization', [residual, norm(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
@@ -232,17 +233,22 @@ export function appendDecoderLayers(
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
     const [attended] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), ...(attention.window !== undefined && sequence.window ? [sequence.window.seqlensK, sequence.window.totalScalar] : [seqlensK, totalScalar])],
+      [
+        rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l),
+        ...(attention.window !== undefined && sequence.window ? [sequence.window.seqlensK, sequence.window.totalScalar] : [seqlensK, totalScalar]),
+        ...(extra.sinks ? ['', '', '', '', extra.sinks] : []),
+      ],
       {
         num_heads: numHeads,
         kv_num_heads: numKvHeads,
         scale: { float: attention.scale },
         ...(attention.window !== undefined ? { local_window_size: attention.window } : {}),
+        ...(extra.window !== undefined ? { local_window_size: extra.window } : {}),
         ...(attention.softcap !== undefined ? { softcap: { float: attention.softcap } } : {}),
       },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
     );
-    const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj);
+    const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj, extra.oBias);
 
     // Gemma norms the attention output itself, then again before the MLP (pre_feedforward).
     const sandwich = names.preFeedforwardNorm !== undefined;
@@ -250,9 +256,9 @@ export function appendDecoderLayers(
     const mlpNorm = sandwich ? norm(names.preFeedforwardNorm!) : use(names.postNorm);
     const [postNormed, , , afterAttention] = g.op('SkipSimplifiedLayerNormalization', [attnBlock, residual, mlpNorm], { epsilon: eps }, { domain: 'com.microsoft', outputs: 4, label: `l${l}_post_norm` });
     residual = afterAttention;
-    const moe = moeLayerNames(config, l);
-    if (moe) {
-      pending = emitMoeBlock(g, postNormed, config, l, moe, dtype, weights);
+    const sparse = emitSparseMlp(g, postNormed, config, l, dtype, weights); // MoE (moe/)
+    if (sparse !== undefined) {
+      pending = sparse;
       continue;
     }
     const gateUp = batchedStream && !names.gateUpProj ? weights.linearGroup([names.gateProj, names.upProj]) : undefined;

@@ -2,6 +2,7 @@
 
 import type { PrequantizedConfig } from './quant/quant-config.ts';
 import type { MoeConfig } from './moe/moe-config.ts';
+import type { YarnConfig } from './moe/yarn.ts';
 
 /** Half-open layer range: layers `start, start+1, …, end-1`. */
 export interface LayerRange {
@@ -9,10 +10,10 @@ export interface LayerRange {
   readonly end: number; // exclusive
 }
 
-/** Checkpoint tensor dtypes: floats, and I32 for the packed integers of AWQ/GPTQ checkpoints. */
-export type TensorDtype = 'F32' | 'F16' | 'BF16' | 'I32';
+/** Checkpoint tensor dtypes: floats, I32 for the packed integers of AWQ/GPTQ checkpoints, U8 for MXFP4 blocks and scales (gpt-oss). */
+export type TensorDtype = 'F32' | 'F16' | 'BF16' | 'I32' | 'U8';
 /** The float subset: what weights, norms and embeddings may be stored as. */
-export type FloatDtype = Exclude<TensorDtype, 'I32'>;
+export type FloatDtype = Exclude<TensorDtype, 'I32' | 'U8'>;
 
 /** Rotary position embedding parameters after `rope_scaling` is resolved. */
 export interface RopeConfig {
@@ -24,6 +25,8 @@ export interface RopeConfig {
     readonly highFreqFactor: number;
     readonly originalMaxPositionEmbeddings: number;
   };
+  /** YaRN scaling (gpt-oss), moe/yarn.ts. */
+  readonly yarn?: YarnConfig;
   /** `linear` scaling: every inverse frequency divided by `factor` (Gemma 3's global layers). */
   readonly linearFactor?: number;
   /**

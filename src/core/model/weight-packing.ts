@@ -9,6 +9,7 @@ import type { ByteSource } from './byte-source.ts';
 import { fromFloat32, toFloat32 } from './dtype.ts';
 import { quantizeRows, rowBytes } from './quant/block-quant.ts';
 import { packPrequantized } from './quant/prequantized-pack.ts';
+import { packMxfp4 } from './moe/mxfp4.ts';
 import type { FloatDtype } from './types.ts';
 import type { FloatSegment, PackedChunk, QuantizeSegment, SourceTensor, WeightSegment } from './weight-segments.ts';
 
@@ -61,6 +62,8 @@ export function packSegment(segment: WeightSegment, reader: ByteSource, chunkByt
       return packFloat(segment, reader, chunkBytes);
     case 'quantize':
       return packQuantized(segment, reader, chunkBytes);
+    case 'mxfp4':
+      return packMxfp4(segment, reader, chunkBytes);
     default:
       return packPrequantized(segment, reader);
   }

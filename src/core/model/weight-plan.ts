@@ -33,6 +33,20 @@ export interface GraphWeights {
    * in float is quantized by meshnet's own q4), which takes activations of any rank.
    */
   readonly batchedLinears: boolean;
+  /** The plan's own tools, for architectures whose tensors need their own layout (moe/gpt-oss-weights.ts). */
+  readonly packing: WeightPacking;
+}
+
+/** Low-level planning: reserve packed bytes, record how they are filled, name them as an initializer. */
+export interface WeightPacking {
+  readonly spec: WeightSpec;
+  readonly dtype: ActivationDtype;
+  /** The checkpoint tensor `name` (any dtype). */
+  source(name: string): SourceTensor;
+  /** `length` bytes of the packed buffer (64-byte aligned start). */
+  region(length: number): PackedRegion;
+  add(segment: WeightSegment): void;
+  external(name: string, type: OnnxTypeCode, dims: readonly number[], region: PackedRegion): Initializer;
 }
 
 export interface WeightPlan {
@@ -67,7 +81,7 @@ export function planWeights(config: ModelConfig, tensors: ReadonlyMap<string, Te
   const source = (name: string): SourceTensor => {
     const t = tensors.get(name);
     if (!t) throw new RangeError(`tensor '${name}' is not in the checkpoint`);
-    if (t.dtype === 'I32') throw new RangeError(`tensor '${name}' in ${t.file} is I32, not a float tensor`);
+    if (t.dtype === 'I32' || t.dtype === 'U8') throw new RangeError(`tensor '${name}' in ${t.file} is ${t.dtype}, not a float tensor`);
     return { name, file: t.file, offset: t.offset, length: t.length, dtype: t.dtype, shape: t.shape };
   };
   const floatTensor = (name: string, as: 'fp32' | 'fp16'): Initializer => {
@@ -108,7 +122,13 @@ export function planWeights(config: ModelConfig, tensors: ReadonlyMap<string, Te
     };
   };
 
+  const rawSource = (name: string): SourceTensor => {
+    const t = tensors.get(name);
+    if (!t) throw new RangeError(`tensor '${name}' is not in the checkpoint`);
+    return { name, file: t.file, offset: t.offset, length: t.length, dtype: t.dtype, shape: t.shape };
+  };
   const weights: GraphWeights = {
+    packing: { spec, dtype, source: rawSource, region, add: (segment) => segments.push(segment), external },
     batchedLinears: isQuantized(spec.format),
     tensor: (name) => floatTensor(name, dtype),
     linear(name): LinearWeight {

@@ -76,7 +76,21 @@ export interface PrequantizedSegment {
   readonly out: QuantRegions;
 }
 
-export type WeightSegment = FloatSegment | QuantizeSegment | PrequantizedSegment;
+/**
+ * One expert's MXFP4 `[N, K]` weight (gpt-oss `*_blocks` / `*_scales` slices) rewritten as an
+ * exact 8-bit MatMulNBits block of 32 (moe/mxfp4.ts): integers only, no float round trip.
+ */
+export interface Mxfp4Segment {
+  readonly kind: 'mxfp4';
+  /** e.g. `model.layers.0.mlp.experts.down_proj[3]`. */
+  readonly name: string;
+  readonly blocks: SourceTensor; // U8 [N, K/32, 16]
+  readonly scales: SourceTensor; // U8 [N, K/32]
+  readonly layout: BlockLayout; //  8 bits, block 32, no zero points (128)
+  readonly out: QuantRegions;
+}
+
+export type WeightSegment = FloatSegment | QuantizeSegment | PrequantizedSegment | Mxfp4Segment;
 
 /** Every packed region a segment writes. */
 export function segmentRegions(segment: WeightSegment): PackedRegion[] {

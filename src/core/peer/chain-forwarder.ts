@@ -65,7 +65,7 @@ export class ChainForwarder implements ShardService {
       if (from === this.options.peerId) throw new ProtocolError('protocol_error', `a chain cannot name peer ${from} as its own sender`, { sessionId });
       if (to) {
         if (to.peerId === this.options.peerId || to.peerId === HEAD_SENDER) throw new ProtocolError('protocol_error', `a chain cannot forward to ${to.peerId}`, { sessionId });
-        if (!this.outlets.has(to.peerId)) {
+        if (!this.outlets.has(to.peerId) || this.outlets.get(to.peerId)!.closed) {
           const outlet = await this.options.dialer.outlet(to).catch((error: unknown) => {
             throw new ProtocolError('route_unavailable', `cannot reach ${to.peerId}: ${error instanceof Error ? error.message : String(error)}`, { sessionId });
           });

@@ -52,13 +52,13 @@ export async function runChainedPipelined(hops: readonly Hop[], chunks: readonly
   const inbox = new ChainInbox(hops, 0, last, new Set(ids), ctx.sessionId, ctx.repair.clock);
   const start = chunks[0].start;
   try {
-    for (const [j, chunk] of chunks.entries()) post(hops[0], chunk.activations, chunk.start, ids[j], ctx);
     let output: Activations | undefined;
     let since = ctx.repair.clock.now();
     for (const [j, chunk] of chunks.entries()) {
       let input = chunk.activations;
       for (let k = 0; k <= last; k++) {
         try {
+          if (j === 0 && k === 0) for (const [i, c] of chunks.entries()) post(hops[0], c.activations, c.start, ids[i], ctx);
           input = await takeCopy(inbox, hops[k], ids[j], input, chunk.start, signal, ctx);
         } catch (error) {
           if (signal.aborted) throw signal.reason;
@@ -85,11 +85,11 @@ async function runSegment(hops: readonly Hop[], segment: Segment, input: Activat
   const requestId = ctx.chain.nextRequestId();
   const inbox = new ChainInbox(hops, first, last, new Set([requestId]), ctx.sessionId, ctx.repair.clock);
   try {
-    post(hops[first], input, position, requestId, ctx);
     let since = ctx.repair.clock.now();
     let current = input;
     for (let k = first; k <= last; k++) {
       try {
+        if (k === first) post(hops[first], input, position, requestId, ctx);
         current = await takeCopy(inbox, hops[k], requestId, current, position, signal, ctx);
       } catch (error) {
         if (signal.aborted) throw signal.reason;
@@ -110,8 +110,9 @@ async function runSegment(hops: readonly Hop[], segment: Segment, input: Activat
   }
 }
 
-/** Record `input` as `hop`'s and post it as a chain frame. */
+/** Record `input` as `hop`'s and post it as a chain frame (a closed link throws: that hop is lost). */
 function post(hop: Hop, input: Activations, position: number, requestId: number, ctx: ChainStepContext): void {
+  if (hop.history.length > position) hop.history.truncate(position);
   hop.history.record(position, input);
   const frame = encodeFrame({ kind: 'chain', requestId, sessionId: ctx.sessionId, startPosition: position, range: hop.range, activations: input });
   hop.lease.chain!.port.post(frame);

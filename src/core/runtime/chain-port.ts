@@ -31,6 +31,8 @@ export interface ChainPort {
 
 export interface HopOutlet {
   send(frame: Uint8Array): void;
+  /** True once the link is gone: the next `chain` naming that hop dials it again. */
+  readonly closed?: boolean;
 }
 
 export interface HopDialer {

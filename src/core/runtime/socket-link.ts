@@ -6,7 +6,8 @@
  */
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
-import { FRAME_HEADER_BYTES, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
+import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
+import { CHAIN_REPORT_ID, type ChainListener, type ChainPort } from './chain-port.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
 
@@ -39,6 +40,22 @@ export class SocketLink implements PeerLink {
   private readonly controls = new Map<string, Pending<ControlMessage>>();
   private nextControlId = 1;
   private lastRequestId = 0;
+  private readonly chainListeners = new Set<ChainListener>();
+  /**
+   * The same socket as a ChainPort (protocol 3.2): chain frames posted as they are, copy
+   * frames (kind 7) and chain reports (`error` with id `chain`) heard apart from the
+   * request/answer pairing (they answer no request of this link's).
+   */
+  readonly chain: ChainPort = {
+    post: (frame) => {
+      if (this.isClosed) throw new LinkClosedError(this.closeReason!);
+      this.socket.send(frame);
+    },
+    listen: (listener) => {
+      this.chainListeners.add(listener);
+      return () => this.chainListeners.delete(listener);
+    },
+  };
 
   constructor(
     private readonly socket: LinkSocket,
@@ -82,6 +99,10 @@ export class SocketLink implements PeerLink {
   receive(data: string | Uint8Array): void {
     if (this.isClosed) return;
     if (typeof data !== 'string') {
+      if (data.byteLength >= FRAME_HEADER_BYTES && data[FRAME_OFFSETS.kind] === FRAME_KIND_CODES.copy) {
+        for (const listener of [...this.chainListeners]) listener.copy(data);
+        return;
+      }
       const requestId = frameRequestId(data);
       if (requestId === undefined) {
         this.options.onProtocolError?.(new ProtocolError('bad_frame', `a ${data.byteLength}-byte binary message is not a frame`));
@@ -99,6 +120,10 @@ export class SocketLink implements PeerLink {
       message = parseControlMessage(data);
     } catch (error) {
       if (error instanceof ProtocolError) this.options.onProtocolError?.(error);
+      return;
+    }
+    if (message.kind === 'error' && message.id === CHAIN_REPORT_ID) {
+      for (const listener of [...this.chainListeners]) listener.report(message);
       return;
     }
     if (message.kind === 'error' && message.requestId !== undefined && this.frames.has(message.requestId)) {

@@ -20,11 +20,13 @@ import {
   loadHeadRunner,
   warmUp,
   type ActivationDtype,
+  type ChainPort,
   type GenerationLimits,
   type HeadRunner,
   type LayerRange,
   type PeerLink,
   type Rng,
+  type RouteMode,
   type SessionObserver,
   type ShardService,
   type SpeculateMode,
@@ -98,6 +100,8 @@ export interface HeadOptions {
   readonly warmUp?: { readonly expectPeers: number };
   /** Decorate each remote peer's link (the bench meters frames and injects link delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
+  /** Decorate each remote peer's chain port (the bench injects the same delay on chained frames). */
+  readonly wrapChain?: (port: ChainPort, peerId: string) => ChainPort;
   /** Mount more routes (OpenAI API, dashboard) before the server starts. */
   readonly mount?: (app: H3, head: HeadContext) => void;
 }
@@ -111,6 +115,8 @@ export interface HeadSessionOptions {
   readonly peerWaitMs?: number;
   /** Floor of every hop's deadline (`--hop-timeout`, default 5 s). */
   readonly hopTimeoutMs?: number;
+  /** `--route-mode`: star (head → hop → head), chain (hop to hop where the links can be made), auto (default for now: star). */
+  readonly routeMode?: RouteMode;
   readonly observer?: SessionObserver;
   /** `--verify`: the share of hop steps checked against a replay elsewhere (0 or absent: none). */
   readonly verifyFraction?: number;
@@ -214,7 +220,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       route: mesh,
       vocabSize: model.checkpoint.config.vocabSize,
       tokenizer: options.tokenizer,
-      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, prefillChunk: spec.prefillChunk },
+      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, prefillChunk: spec.prefillChunk, routeMode: s.routeMode },
       drafters,
       prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
       verifier,
@@ -244,7 +250,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   };
   const app = new H3();
   const allowLoopbackWithoutToken = options.joinToken === undefined;
-  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink });
+  const gateway = createPeerGateway({ mesh, joinToken, allowLoopbackWithoutToken, link: options.link, allowPeerHosts: options.allowPeerHosts, pingTimeoutMs: options.peerPingTimeoutMs, timeoutMs: options.linkTimeoutMs ?? 60_000, log, wrapLink: options.wrapLink, wrapChain: options.wrapChain });
   app.get('/peer/ws', gateway.handler);
   mountArtifactRoutes(app, model, { dtype, weights }, joinToken, allowLoopbackWithoutToken);
   options.mount?.(app, context);

@@ -10,13 +10,14 @@
 import { defineWebSocketHandler } from 'h3';
 import { admitHello, type AdmissionPolicy } from '../../core/mesh/peer-admission.ts';
 import type { Mesh } from '../../core/mesh/mesh.ts';
+import type { ChainPort } from '../../core/runtime/chain-port.ts';
 import type { PeerLink } from '../../core/runtime/peer-link.ts';
 import { SocketLink } from '../../core/runtime/socket-link.ts';
 import { parseControlMessage, serializeControlMessage, type HelloMessage } from '../../shared/control.ts';
 import { PROTOCOL_VERSION } from '../../shared/protocol.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { directDialTarget } from '../../core/mesh/dial-target.ts';
-import { dialDirectPeer } from './direct-dial.ts';
+import { dialDirectPeer } from '../net/direct-dial.ts';
 
 export interface GatewayOptions extends AdmissionPolicy {
   readonly mesh: Mesh;
@@ -30,6 +31,8 @@ export interface GatewayOptions extends AdmissionPolicy {
   readonly allowPeerHosts?: readonly string[];
   /** Decorate each admitted peer's link (the bench meters frames and injects delay). */
   readonly wrapLink?: (link: PeerLink, peerId: string) => PeerLink;
+  /** Decorate each admitted peer's chain port (the bench injects the same delay on chained frames). */
+  readonly wrapChain?: (port: ChainPort, peerId: string) => ChainPort;
 }
 
 interface SocketState {
@@ -69,7 +72,13 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
     state.link = relay;
     let link: PeerLink = relay;
     let direct: SocketLink | undefined;
+    // Where other peers dial this one for chained routes (3.2): the address the head would dial.
+    let chainUrl: string | undefined;
     try {
+      if (hello.listenUrl) {
+        const target = directDialTarget(hello.listenUrl, remoteAddress, options.allowPeerHosts);
+        if (target.ok) chainUrl = target.url;
+      }
       if (options.link === 'direct' && hello.listenUrl) {
         // The peer picks the port and path; the host is the one it connected from (or allowed).
         const target = directDialTarget(hello.listenUrl, remoteAddress, options.allowPeerHosts);
@@ -86,6 +95,7 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         link = directLink;
       }
       const kind = link === relay ? 'relay' : 'direct';
+      const chainPort = (direct ?? relay).chain;
       if (options.wrapLink) link = options.wrapLink(link, hello.peerId);
       options.mesh.addPeer({
         id: hello.peerId,
@@ -96,6 +106,8 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         link,
         listenUrl: hello.listenUrl,
         protocol: hello.protocol,
+        // The mesh chains through it only if its hello announced 3.2 (CHAIN_MINOR).
+        chain: { port: options.wrapChain?.(chainPort, hello.peerId) ?? chainPort, ...(chainUrl !== undefined && { url: chainUrl }) },
       });
       state.peerId = hello.peerId;
       ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));

@@ -15,12 +15,20 @@ import { isCompatibleVersion, PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../.
 import { startServer, type RunningServer } from '../net/start-server.ts';
 import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
+import { peerChains, type PeerChains } from './peer-chains.ts';
 import { WorkerShardService } from './worker-shard.ts';
 
 export interface PeerProcessOptions {
   readonly headUrl: string; // ws://host:port/peer/ws
   readonly listenPort?: number;
   readonly listenHost?: string;
+  /**
+   * The address other machines dial for direct links (`--advertise`: behind a port forward, a
+   * proxy or NAT), announced in the hello instead of the local listen address. Needs `listenPort`.
+   */
+  readonly advertiseUrl?: string;
+  /** Delay every frame this peer sends another peer (bench: `--link-delay-ms`). */
+  readonly linkDelayMs?: number;
   readonly device: string;
   readonly memoryBudgetBytes: number;
   /** Memory for prefix entries (finished sessions' KV kept for reuse), apart from the budget (`--prefix-cache`; default 0). */
@@ -51,11 +59,13 @@ export function defaultPeerId(): string {
  * The peer's direct listener: each connection is challenged (`DirectLinkGuard`) and served by
  * a PeerEndpoint only once the dialer proved it holds the join token this peer joined with.
  */
-export function directListenerApp(shard: ShardService, peerId: string, joinToken: string | undefined, log: (line: string) => void = () => {}): H3 {
+export function directListenerApp(shard: ShardService, peerId: string, joinToken: string | undefined, log: (line: string) => void = () => {}, chains?: PeerChains): H3 {
   const app = new H3();
   interface Side {
     readonly guard: DirectLinkGuard;
     endpoint?: PeerEndpoint;
+    /** A peer dialled in (protocol 3.2): its chain frames. */
+    hop?: (data: string | Uint8Array) => void;
   }
   const sides = new WeakMap<object, Side>();
   app.get(
@@ -68,7 +78,11 @@ export function directListenerApp(shard: ShardService, peerId: string, joinToken
             peerId,
             joinToken,
             socket,
-            onAccepted: () => (side.endpoint = new PeerEndpoint(shard, socket)),
+            acceptPeers: chains !== undefined,
+            onAccepted: (from) => {
+              if (from !== undefined && chains) side.hop = chains.hopSink(from);
+              else side.endpoint = new PeerEndpoint(chains?.forwarder ?? shard, socket, undefined, chains?.endpoint);
+            },
             onRefused: (reason) => log(`refused a direct connection: ${reason}`),
           }),
         };
@@ -79,7 +93,8 @@ export function directListenerApp(shard: ShardService, peerId: string, joinToken
         const side = sides.get(peer);
         const raw = message.rawData as unknown;
         const data = typeof raw === 'string' ? raw : message.uint8Array();
-        if (side?.endpoint) await side.endpoint.receive(data);
+        if (side?.hop) side.hop(data);
+        else if (side?.endpoint) await side.endpoint.receive(data);
         else await side?.guard.receive(data);
       },
       close(peer) {
@@ -102,12 +117,16 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
   const shard: ShardService = options.worker
     ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
+  // Chained routes (3.2): the head's links reach the shard through the forwarder.
+  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, linkDelayMs: options.linkDelayMs, log });
+  const service = chains.forwarder;
   let server: RunningServer | undefined;
   let dialed: DialedSocket | undefined;
   // Every failure from here on releases what was started (the worker thread, the listener,
   // the socket), so a peer that cannot join exits instead of lingering.
   const close = async () => {
     dialed?.socket.close(1000, 'peer shutting down');
+    chains.close();
     await server?.close();
     await shard.dispose();
   };
@@ -115,21 +134,21 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     let listenUrl: string | undefined;
     if (options.listenPort !== undefined) {
       const host = options.listenHost ?? '127.0.0.1';
-      server = await startServer(directListenerApp(shard, peerId, options.joinToken, log), { port: options.listenPort, host });
-      listenUrl = `ws://${host}:${server.port}/peer/ws`;
+      server = await startServer(directListenerApp(shard, peerId, options.joinToken, log, chains), { port: options.listenPort, host });
+      listenUrl = options.advertiseUrl ?? `ws://${host}:${server.port}/peer/ws`;
     }
     const socket = (dialed = await dialSocket(options.headUrl));
     let welcomed!: (m: ControlMessage) => void;
     let refused!: (e: Error) => void;
     const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
     welcome.catch(() => {});
-    const endpoint = new PeerEndpoint(shard, socket.socket, (message) => {
+    const endpoint = new PeerEndpoint(service, socket.socket, (message) => {
       if (message.kind === 'welcome') welcomed(message);
       else if (message.kind === 'error') {
         refused(new Error(`the head refused this peer (${message.code}): ${message.message}`));
         log(`head error: ${message.message}`);
       }
-    });
+    }, chains.endpoint);
     let resolveClosed!: (reason: string) => void;
     const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
     socket.attach({

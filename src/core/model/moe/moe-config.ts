@@ -11,7 +11,7 @@
  */
 
 /** Which Hugging Face family a MoE architecture follows (tensor names and config keys). */
-export type MoeFamily = 'mixtral' | 'qwen2-moe' | 'qwen3-moe';
+export type MoeFamily = 'mixtral' | 'qwen2-moe' | 'qwen3-moe' | 'gpt-oss';
 
 export interface MoeConfig {
   readonly family: MoeFamily;
@@ -26,18 +26,23 @@ export interface MoeConfig {
   readonly sharedExpertIntermediateSize?: number;
   /** Layers whose MLP is the sparse MoE block, ascending. */
   readonly sparseLayers: readonly number[];
+  /** gpt-oss's own fields (moe/gpt-oss-config.ts). */
+  readonly gptOss?: GptOssConfig;
 }
 
-/** What the MoE parser needs from config.ts's field reader. */
-export interface MoeFields {
-  fail(field: string, problem: string): never;
-  raw(field: string): unknown;
-  positiveInt(field: string, fallback?: number): number;
-  boolean(field: string, fallback: boolean): boolean;
-}
+import { parseGptOssConfig, type GptOssConfig } from './gpt-oss-config.ts';
+import type { MoeFields } from './fields.ts';
+
+export type { MoeFields } from './fields.ts';
+
 
 /** The MoE block of `family` from config.json's fields; refuses what it cannot honour by field. */
 export function parseMoeConfig(fields: MoeFields, family: MoeFamily, numLayers: number): MoeConfig {
+  if (family === 'gpt-oss') {
+    const numExperts = fields.positiveInt('num_local_experts', 128);
+    const all = Array.from({ length: numLayers }, (_, l) => l);
+    return { family, numExperts, topK: topKOf(fields, numExperts, 4), normTopK: false, expertIntermediateSize: fields.positiveInt('intermediate_size'), sparseLayers: all, gptOss: parseGptOssConfig(fields, numLayers) };
+  }
   if (family === 'mixtral') {
     const numExperts = fields.positiveInt('num_local_experts', 8);
     const topK = topKOf(fields, numExperts, 2);

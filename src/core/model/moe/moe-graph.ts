@@ -25,9 +25,21 @@ import { OnnxType, type OnnxTypeCode } from '../onnx/onnx-model.ts';
 import type { ActivationDtype } from '../activations.ts';
 import type { ModelConfig } from '../types.ts';
 import type { GraphWeights } from '../weight-plan.ts';
-import type { MlpNames, MoeLayerNames } from './moe-names.ts';
+import { moeLayerNames, type MlpNames, type MoeLayerNames } from './moe-names.ts';
+import { isSparseLayer } from './moe-config.ts';
+import { emitGptOssMoe } from './gpt-oss-graph.ts';
 
 const typeOf = (dtype: ActivationDtype) => (dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT);
+
+/**
+ * The sparse MLP of layer `layer` over `x` when it has one (Mixtral/Qwen MoE here, gpt-oss in
+ * gpt-oss-graph.ts), or undefined for a dense layer.
+ */
+export function emitSparseMlp(g: GraphBuilder, x: string, config: ModelConfig, layer: number, dtype: ActivationDtype, weights: GraphWeights): string | undefined {
+  if (!isSparseLayer(config.moe, layer)) return undefined;
+  if (config.moe.family === 'gpt-oss') return emitGptOssMoe(g, x, config, layer, dtype, weights);
+  return emitMoeBlock(g, x, config, layer, moeLayerNames(config, layer)!, dtype, weights);
+}
 
 /** SwiGLU MLP over 2-D `x` [n, H]: down(silu(gate(x)) · up(x)). */
 export function emitSwiGlu(g: GraphBuilder, x: string, names: MlpNames, weights: GraphWeights, label: string): string {

@@ -12,6 +12,7 @@
  */
 import { isSparseLayer, type MoeConfig } from './moe-config.ts';
 import type { ModelConfig } from '../types.ts';
+import { gptOssTensorShapes } from './gpt-oss-names.ts';
 
 /** One SwiGLU MLP's three linear weights ([out, in] each). */
 export interface MlpNames {
@@ -29,7 +30,7 @@ export interface MoeLayerNames {
 /** The MoE tensor names of `layer`, or undefined when its MLP is dense. */
 export function moeLayerNames(config: ModelConfig, layer: number): MoeLayerNames | undefined {
   const moe = config.moe;
-  if (!isSparseLayer(moe, layer)) return undefined;
+  if (!isSparseLayer(moe, layer) || moe.family === 'gpt-oss') return undefined;
   const experts = Array.from({ length: moe.numExperts }, (_, e) => expertNames(moe, layer, e));
   if (moe.family === 'mixtral') return { router: `model.layers.${layer}.block_sparse_moe.gate.weight`, experts };
   const p = `model.layers.${layer}.mlp`;
@@ -52,7 +53,8 @@ function expertNames(moe: MoeConfig, layer: number, expert: number): MlpNames {
 }
 
 /** Every tensor of `layer`'s MoE block with its expected shape ([] for a dense layer). */
-export function moeTensorShapes(config: ModelConfig, layer: number): { name: string; shape: number[] }[] {
+export function moeTensorShapes(config: ModelConfig, layer: number): { name: string; shape: number[]; dtype?: 'U8' }[] {
+  if (config.moe?.family === 'gpt-oss') return gptOssTensorShapes(config, layer);
   const names = moeLayerNames(config, layer);
   if (!names || !config.moe) return [];
   const H = config.hiddenSize;

@@ -8,7 +8,7 @@ import { headProof, hopProof, newNonce, peerProof } from '../../core/peer/direct
 import { sameToken } from '../../core/mesh/peer-admission.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
-import { dialSocket, type DialedSocket, type SocketSink } from '../net/ws-dial.ts';
+import { dialSocket, type DialedSocket, type SocketSink } from './ws-dial.ts';
 
 export interface DirectDialOptions {
   /** The id the peer joined under (bound into both proofs). */

@@ -1,0 +1,85 @@
+/**
+ * A Node peer's chained routes (protocol 3.2): its ChainForwarder, the head link its copies
+ * and reports go back on (the one the head chains on), the links it dials to next hops (only
+ * at a URL the head named in a `chain` message, authenticated as itself with a `hop` proof),
+ * and the links other peers dialled into its listener (their chain frames, by the sender the
+ * handshake proved). A peer-to-peer link carries chain frames one way and nothing else.
+ */
+import { ChainForwarder } from '../../core/peer/chain-forwarder.ts';
+import type { EndpointChain, PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
+import type { HopDialer, HopOutlet } from '../../core/runtime/chain-port.ts';
+import type { ShardService } from '../../core/runtime/shard-service.ts';
+import { dialDirectPeer } from '../net/direct-dial.ts';
+
+export interface PeerChainsOptions {
+  readonly shard: ShardService;
+  readonly peerId: string;
+  readonly joinToken: string | undefined;
+  /** Held before each frame this peer sends another peer (the bench's `--link-delay-ms`). */
+  readonly linkDelayMs?: number;
+  readonly log?: (line: string) => void;
+}
+
+export interface PeerChains {
+  readonly forwarder: ChainForwarder;
+  /** For the PeerEndpoints of the head's links. */
+  readonly endpoint: EndpointChain;
+  /** What a socket another peer dialled in on (authenticated as `from`) does with each message. */
+  hopSink(from: string): (data: string | Uint8Array) => void;
+  /** Close every link this peer dialled. */
+  close(): void;
+}
+
+export function peerChains(options: PeerChainsOptions): PeerChains {
+  const log = options.log ?? (() => {});
+  let head: PeerEndpoint | undefined;
+  const dialled = new Set<{ close(code?: number, reason?: string): void }>();
+  const dialer: HopDialer = {
+    async outlet(to): Promise<HopOutlet> {
+      if (to.url === undefined) throw new Error(`no address for peer ${to.peerId}`);
+      const link = await dialDirectPeer(to.url, { peerId: to.peerId, joinToken: options.joinToken, from: options.peerId });
+      dialled.add(link.socket);
+      let closed = false;
+      link.attach({
+        receive: (data) => log(`peer ${to.peerId} sent ${typeof data === 'string' ? data.slice(0, 200) : `${data.byteLength} bytes`} on a forward link; ignored`),
+        terminated: (reason) => {
+          closed = true;
+          dialled.delete(link.socket);
+          log(`forward link to ${to.peerId} closed: ${reason}`);
+        },
+      });
+      const delay = options.linkDelayMs ?? 0;
+      return {
+        get closed() {
+          return closed;
+        },
+        send(frame) {
+          if (closed) throw new Error(`the link to ${to.peerId} is closed`);
+          if (delay > 0) setTimeout(() => !closed && link.socket.send(frame), delay);
+          else link.socket.send(frame);
+        },
+      };
+    },
+  };
+  const forwarder = new ChainForwarder({
+    peer: options.shard,
+    peerId: options.peerId,
+    dialer,
+    head: { copy: (frame) => head?.sendFrame(frame), report: (error) => head?.send(error) },
+  });
+  return {
+    forwarder,
+    endpoint: {
+      receive: (bytes) => void forwarder.receiveChain(bytes, 'head'),
+      headIsOn: (endpoint) => (head = endpoint),
+    },
+    hopSink: (from) => (data) => {
+      if (typeof data === 'string') log(`peer ${from} sent a control message on a peer-to-peer link; ignored`);
+      else void forwarder.receiveChain(data, from);
+    },
+    close() {
+      for (const socket of dialled) socket.close(1000, 'peer shutting down');
+      dialled.clear();
+    },
+  };
+}
