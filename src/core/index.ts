@@ -31,6 +31,7 @@ export type { HeadRunner } from './runtime/ort-head-runner.ts';
 export { Mesh } from './mesh/mesh.ts';
 export { HEAD_PEER_ID } from './mesh/plan-route.ts';
 export { warmUp } from './mesh/warm-up.ts';
+export type { QuarantinePolicy } from './mesh/quarantine.ts';
 export { Completions } from './route/completions.ts';
 export { RouteSessions, type SessionObserver } from './route/route-sessions.ts';
 export { PrefixRegistry } from './route/prefix-registry.ts';

@@ -104,6 +104,7 @@ export function ollamaClientTests(head: QwenHead): void {
       expect(streamed).toBe(raw.response);
       const load = await ollama().generate({ model: head.modelId, prompt: '' });
       expect(load).toMatchObject({ done: true, done_reason: 'load', response: '' });
+      expect(await ollama().chat({ model: head.modelId, messages: [] })).toMatchObject({ done: true, done_reason: 'load', message: { role: 'assistant', content: '' } });
     });
 
     it('options.stop ends the answer; unknown or unsupported options are refused', async () => {

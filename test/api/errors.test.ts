@@ -28,7 +28,8 @@ beforeAll(async () => {
   home = await tempDir('api-errors');
   process.env.MESHNET_HOME = path.join(home.dir, 'home');
   guarded = await serveStories({ apiKey: API_KEY, bodyLimitBytes: BODY_LIMIT });
-  bare = await serveStories({ headLayers: 'none', maxSessions: 1 });
+  // A gated peer below holds a frame while the test runs: the deadline's floor is the ceiling here.
+  bare = await serveStories({ headLayers: 'none', maxSessions: 1, hopFloorMs: 5000 });
   client = clientFor(guarded, API_KEY);
   bareClient = clientFor(bare);
 });
@@ -225,7 +226,7 @@ describe('503 and 429 on a head without layers', () => {
 
   it('429 while the only session slot is held by an open stream; served again once it ends', async () => {
     peer = new ShardPeer({ loader: localShardLoader(bare.head.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes: 1 << 30 });
-    const gated = new GatedLink(new InProcessLink(peer), 3);
+    const gated = new GatedLink(new InProcessLink(peer), 3 + 2); // 2: its warm-up frames
     bare.head.mesh.addPeer({ id: 'p1', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: gated });
 
     const stream = await bareClient.completions.create({ model, prompt: [1], max_tokens: 16, temperature: 0, stream: true });

@@ -70,6 +70,8 @@ function expectedStderr(skipped: string): RegExp[] {
     /^npm warn Unknown project config "onnxruntime-node-install"\. This will stop working in the next major version of npm\. See `npm help npmrc` for supported config options\.$/,
     new RegExp(`^meshnet: head runs the embedding, LM head and its own layers on cpu \\(${skipped}\\)$`),
     /^meshnet: peer local-[12] joined \(node, auto, relay link\)$/,
+    // The head listens on loopback by default, so it is not announced on the LAN (#26).
+    /^meshnet: not announced on the LAN: the head listens on 127\.0\.0\.1 only \(serve with --host 0\.0\.0\.0 to be found\)$/,
     new RegExp(`^meshnet: ${peer}joined ws://127\\.0\\.0\\.1:\\d+/peer/ws as local-[12]$`),
     new RegExp(`^meshnet: ${peer}loaded layers \\[\\d, \\d\\) on cpu \\(${skipped}\\) in \\d+ ms$`),
     new RegExp(`^meshnet: ${peer}loaded layers \\[\\d, \\d\\) on cpu in \\d+ ms$`), // a later load (the plan changed)

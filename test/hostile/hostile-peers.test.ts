@@ -50,11 +50,16 @@ const meshPeer = (id: string) => serving.head.mesh.peers.find((p) => p.id === id
 async function hostileCase(behaviour: Behaviour, streams = 3): Promise<{ peer: HostilePeer; quarantine: string | undefined }> {
   const peerId = `hostile-${behaviour}`;
   const peer = await HostilePeer.join({ headUrl: serving.head.peerUrl, joinToken: JOIN_TOKEN, peerId, behaviour, model });
+  const control = (CONTROL_BEHAVIOURS as readonly string[]).includes(behaviour);
   try {
     expect(await eventually(() => meshPeer(peerId) !== undefined, 5000)).toBe(true);
     expect(serving.head.mesh.plan().hops.map((h) => h.peerId), 'the hostile peer is planned').toContain(peerId);
+    // It serves sessions once its range answered the warm-up (its first two frames, honest);
+    // one that never gets ready is quarantined without a request waiting on it.
+    if (!control) expect(await eventually(() => serving.head.mesh.routeReady(), 5000), 'warm').toBe(true);
     const results = await Promise.all(Array.from({ length: streams }, greedyStream));
     for (const ids of results) expect(ids).toEqual(STORIES_GOLDEN);
+    if (control) await eventually(() => meshPeer(peerId)?.quarantine !== undefined, 5000);
     return { peer, quarantine: meshPeer(peerId)?.quarantine?.reason };
   } finally {
     peer.close();
@@ -121,6 +126,7 @@ describe('--verify over real sockets: a peer that echoes its input', () => {
     const peer = await HostilePeer.join({ headUrl: serving.head.peerUrl, joinToken: JOIN_TOKEN, peerId: 'echo-unchecked', behaviour: 'echo', model });
     try {
       expect(await eventually(() => meshPeer('echo-unchecked') !== undefined, 5000)).toBe(true);
+      expect(await eventually(() => serving.head.mesh.routeReady(), 5000), 'warm').toBe(true);
       expect(await greedyStream()).not.toEqual(STORIES_GOLDEN);
       expect(meshPeer('echo-unchecked')?.quarantine).toBeUndefined();
     } finally {
@@ -135,6 +141,7 @@ describe('--verify over real sockets: a peer that echoes its input', () => {
     const peer = await HostilePeer.join({ headUrl: verifying.head.peerUrl, joinToken: JOIN_TOKEN, peerId: 'echo-checked', behaviour: 'echo', model });
     try {
       expect(await eventually(() => verifying.head.mesh.peers.some((p) => p.id === 'echo-checked'), 5000)).toBe(true);
+      expect(await eventually(() => verifying.head.mesh.routeReady(), 5000), 'warm').toBe(true);
       expect(verifying.head.mesh.plan().hops.map((h) => h.peerId)).toContain('echo-checked');
       const results = await Promise.all(Array.from({ length: 3 }, () => greedyStream(verifyingClient)));
       for (const ids of results) expect(ids).toEqual(STORIES_GOLDEN);

@@ -76,6 +76,17 @@ describe('MXFP4 as 8-bit blocks', () => {
   });
 });
 
+describe('gpt-oss config', () => {
+  it('reads layer_types, sliding_window, YaRN, experts and MXFP4 from Hugging Face keys', () => {
+    const config = models.get('MXFP4 experts')!.model.checkpoint.config;
+    expect([config.slidingWindow, config.slidingLayers]).toEqual([4, [true, false, true, false]]);
+    expect(config.moe).toMatchObject({ family: 'gpt-oss', numExperts: 8, topK: 2, expertIntermediateSize: 32, gptOss: { mxfp4: true, swigluLimit: 7, alpha: 1.702 } });
+    expect(config.rope.yarn).toMatchObject({ factor: 8, betaFast: 32, betaSlow: 1, originalMaxPositionEmbeddings: 32, truncate: false });
+    expect(config.rope.yarn!.attentionFactor).toBeCloseTo(0.1 * Math.log(8) + 1, 12);
+    expect(models.get('F32 experts')!.model.checkpoint.config.moe?.gptOss?.mxfp4).toBe(false);
+  });
+});
+
 describe('gpt-oss shard graphs vs the reference', () => {
   for (const name of Object.keys(CASES)) {
     it(`${name}: logits within 1e-4 (prefill, decode past the window), greedy equal`, async () => {

@@ -62,6 +62,9 @@ describe('chat and generate bodies', () => {
     expect(request.stream).toBe(false);
     expect(refusal(() => parseOllamaChat({ model: 'm', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }, 'm')).param).toBe('messages[0].images');
     expect(refusal(() => parseOllamaChat({ model: 'other', messages: [] }, 'm')).status).toBe(404);
+    expect(parseOllamaChat({ model: 'm', messages: [] }, 'm')).toEqual({ endpoint: 'chat', model: 'm', stream: true });
+    expect(parseOllamaChat({ model: 'm:latest', stream: false }, 'm').run).toBeUndefined();
+    expect(refusal(() => parseOllamaChat({ model: 'm', messages: 'hi' }, 'm')).param).toBe('messages');
   });
 
   it('generate: template by default, raw as a completion prompt, an empty prompt loads', () => {

@@ -15,7 +15,7 @@
  */
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
 import { referenceMoeBlock } from './moe-forward.ts';
-import { referenceGptOssMoe, referenceWindow } from './gpt-oss-forward.ts';
+import { referenceGptOssMoe } from './gpt-oss-forward.ts';
 import { gptOssLayerNames } from '../../src/core/model/moe/gpt-oss-names.ts';
 import type { LayerRange, ModelConfig } from '../../src/core/model/types.ts';
 import { geluTanh, linear, perHeadRmsNorm, rmsNorm, rotateHalf, softcap, tensor } from './ops.ts';
@@ -151,7 +151,7 @@ function attentionOf(config: ModelConfig, layer: number, total: number) {
   // longrope (Phi-3): long factors once the sequence is longer than the original context.
   const long = rope.longrope !== undefined && total > rope.longrope.originalMaxPositionEmbeddings;
   return {
-    window: windowed ? config.slidingWindow : config.moe?.gptOss ? referenceWindow(config, layer) : undefined, // gpt-oss: per layer
+    window: windowed ? config.slidingWindow : undefined,
     invFreq: ropeInverseFrequencies(rope, rotaryDim, long ? 'long' : 'short'),
     attentionFactor: rope.longrope?.attentionFactor ?? rope.yarn?.attentionFactor ?? 1, // YaRN scales cos and sin too
     rotaryDim,

@@ -2,7 +2,7 @@
  * gpt-oss pieces of the pure-TypeScript reference, from Hugging Face's modeling_gpt_oss.py:
  * the router (logits + bias, top k of the logits, softmax over those k), the experts
  * (gate_up = x·W_gu + b with gate/up interleaved; gate clamped above at the limit, up to
- * ±limit; (up + 1) · gate · σ(1.702 · gate); down = h·W_d + b), which layers slide, and the
+ * ±limit; (up + 1) · gate · σ(1.702 · gate); down = h·W_d + b), and the
  * MXFP4 decoding of transformers' `convert_moe_packed_tensors` (FP4 table × 2^(s − 127)),
  * written independently of src/core/model/moe/mxfp4.ts for tests to compare against.
  */
@@ -21,13 +21,6 @@ export function decodeMxfp4(blocks: Uint8Array, scales: Uint8Array): Float32Arra
     out[2 * i + 1] = FP4_VALUES[blocks[i] >> 4] * scale;
   }
   return out;
-}
-
-/** The sliding window of `layer`, or undefined when it attends to everything. */
-export function referenceWindow(config: ModelConfig, layer: number): number | undefined {
-  const gptOss = config.moe?.gptOss;
-  if (gptOss) return gptOss.slidingLayers.includes(layer) ? gptOss.slidingWindow : undefined;
-  return config.slidingWindow;
 }
 
 /** gpt-oss's MoE block for one normed token `x`, or undefined for other architectures. */

@@ -35,7 +35,7 @@ export interface ChainTestMesh {
 
 /** `n` in-process peers p1…pn that run chained routes; `wrap` puts a double between a forwarder and its shard. */
 export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}): ChainTestMesh {
-  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weightSpec('fp32')), { headLayers: 'none', ...options });
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weightSpec('fp32')), { headLayers: 'none', warmUpFrames: false, ...options }); // no warm-up frames: these tests count star frames
   const chains = new InProcessChains();
   const peers = new Map<string, ChainTestPeer>();
   for (let i = 1; i <= n; i++) {

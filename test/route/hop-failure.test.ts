@@ -1,7 +1,7 @@
 /** The one classification of hop failures, the deadline a hop's latency gives, and the quarantine back-off. Pure. */
 import { describe, expect, it } from 'vitest';
 import { classifyHopFailure, quarantines } from '../../src/core/route/hop-failure.ts';
-import { DEADLINE_SLACK, HopLatency } from '../../src/core/mesh/hop-latency.ts';
+import { CEILING_POSITIONS, DEADLINE_FLOOR_MS, DEADLINE_SLACK, HopLatency, LATENCY_WINDOW } from '../../src/core/mesh/hop-latency.ts';
 import { quarantineMs } from '../../src/core/mesh/quarantine.ts';
 import { HopDeadlineError, HopFailedError } from '../../src/core/route/route-errors.ts';
 import { LinkAnswerError, LinkClosedError, LinkTimeoutError } from '../../src/core/runtime/peer-link.ts';
@@ -42,20 +42,46 @@ describe('classifyHopFailure', () => {
   });
 });
 
-describe('HopLatency', () => {
-  it('has no deadline before its first answer (a newly loaded range may compile shaders)', () => {
-    expect(new HopLatency().deadlineMs(1, 5000)).toBeUndefined();
+describe('HopLatency: the adaptive deadline', () => {
+  it('before any answer (a range that was not warmed up) the ceiling, --hop-timeout', () => {
+    expect(new HopLatency().deadlineMs(1, 5000)).toBe(5000);
   });
 
-  it('gives at least the floor, and more for frames with many positions at the hop’s recent pace', () => {
+  it('DEADLINE_SLACK × the recent p99 per position × positions, within [floor, ceiling]', () => {
     const latency = new HopLatency();
-    latency.record(1, 20); // a decode frame: 20 ms per position
+    for (let i = 0; i < 100; i++) latency.record(1, 3); // a fast loopback hop
+    expect(latency.deadlineMs(1, 5000)).toBe(DEADLINE_FLOOR_MS);
+    latency.record(1, 400); // one slow answer in 101 is not the p99…
+    expect(latency.p99MsPerPosition).toBe(3);
+    latency.record(1, 400); // …two in 102 are
+    expect(latency.p99MsPerPosition).toBe(400);
+    expect(latency.deadlineMs(1, 5000)).toBe(DEADLINE_SLACK * 400);
+    for (let i = 0; i < 3; i++) latency.record(1, 2000); // the hop is slow now: the ceiling caps it
     expect(latency.deadlineMs(1, 5000)).toBe(5000);
-    expect(latency.deadlineMs(100, 5000)).toBe(DEADLINE_SLACK * 20 * 100);
-    for (let i = 0; i < 50; i++) latency.record(10, 10); // it got faster: 1 ms per position
-    expect(latency.msPerPosition).toBeCloseTo(1, 3);
-    expect(latency.deadlineMs(2000, 5000)! / (DEADLINE_SLACK * 2000)).toBeCloseTo(1, 3);
-    expect(latency.answered).toBe(51);
+    expect(latency.answered).toBe(105);
+  });
+
+  it('forgets answers older than its window', () => {
+    const latency = new HopLatency();
+    latency.record(1, 900);
+    for (let i = 0; i < LATENCY_WINDOW; i++) latency.record(1, 2);
+    expect(latency.p99MsPerPosition).toBe(2);
+  });
+
+  it('a frame of many positions gets a ceiling proportional to its positions past CEILING_POSITIONS', () => {
+    const latency = new HopLatency();
+    latency.record(1, 20);
+    expect(latency.deadlineMs(CEILING_POSITIONS, 5000)).toBe(DEADLINE_SLACK * 20 * CEILING_POSITIONS);
+    expect(latency.deadlineMs(4 * CEILING_POSITIONS, 5000)).toBe(4 * DEADLINE_SLACK * 20 * CEILING_POSITIONS);
+    expect(latency.deadlineMs(1000, 5000)).toBe(DEADLINE_SLACK * 20 * 1000); // under its ceiling of 5000 × 1000 / 16
+    for (let i = 0; i < 3; i++) latency.record(1, 2000);
+    expect(latency.deadlineMs(1000, 5000)).toBe(5000 * (1000 / CEILING_POSITIONS));
+  });
+
+  it('a ceiling below the floor wins', () => {
+    const latency = new HopLatency();
+    latency.record(1, 1);
+    expect(latency.deadlineMs(1, 300)).toBe(300);
   });
 });
 

@@ -8,6 +8,7 @@
  * dropped from the plan.
  */
 import { describe, expect, it } from 'vitest';
+import { DEADLINE_FLOOR_MS } from '../../src/core/mesh/hop-latency.ts';
 import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { mapError } from '../../src/node/openai/errors.ts';
@@ -75,14 +76,15 @@ describe('a hung hop is detected by its deadline (the clock seam)', () => {
     const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { clock, hopTimeoutMs: 5000, backoff: { baseMs: 0, maxMs: 0 } }, PROMPT);
     const running = collect(session);
     await faulty.tripped.promise; // p2 holds its 7th frame and will never answer
-    // The deadline is the floor here: 8 × the hop's recent ms per position is far less.
-    expect(clock.nextIn).toBe(5000);
-    clock.advance(4999);
+    // The adaptive deadline is its floor here: p2 answered in 0 ms on this clock, so
+    // DEADLINE_SLACK × its p99 is less, and --hop-timeout (5 s) is only the ceiling.
+    expect(clock.nextIn).toBe(DEADLINE_FLOOR_MS);
+    clock.advance(DEADLINE_FLOOR_MS - 1);
     await new Promise((resolve) => setImmediate(resolve)); // anything an early timer started has had its turn
     expect(session.telemetry.repairs).toEqual([]);
     clock.advance(1);
     expect((await running).ids).toEqual(stories.expected);
-    expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', hop: 1, lostPeerId: 'p2', reason: expect.stringMatching(/^hung: .*did not answer within 5000 ms/) })]);
+    expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', hop: 1, lostPeerId: 'p2', reason: expect.stringMatching(new RegExp(`^hung: .*did not answer within ${DEADLINE_FLOOR_MS} ms`)) })]);
     const p2 = () => t.mesh.peers.find((p) => p.id === 'p2')!;
     expect(p2().quarantine).toMatchObject({ strikes: 1, until: clock.now() + 10_000 });
     expect(t.mesh.plan().hops.map((h) => h.peerId)).not.toContain('p2');

@@ -140,7 +140,8 @@ export function inProcessMesh(
   options: Partial<MeshOptions> = {},
   prefixBudgetBytes = 0,
 ): TestMesh {
-  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none', ...options });
+  // No warm-up frames by default: these tests count the frames each peer sees (test/mesh/warm-up.test.ts has them).
+  const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none', warmUpFrames: false, ...options });
   const peers = new Map<string, EvictableShardPeer>();
   const links = new Map<string, PeerLink>();
   for (let i = 1; i <= n; i++) {

@@ -37,6 +37,8 @@ export interface SoakReport {
   readonly failures: readonly string[];
   readonly dashboardEvents: number;
   readonly metricsScrapes: number;
+  /** Hops replaced (`meshnet_repairs_total{kind="replaced"}` at the end): no peer fails here, so any is a false one. */
+  readonly replaced: number;
 }
 
 /**
@@ -106,7 +108,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       await new Promise((resolve) => setTimeout(resolve, 100));
       settled = await head.measure();
     }
-    return { warm, points, settled, ...totals, dashboardEvents, metricsScrapes };
+    const metrics = await (await fetch(`${head.url}metrics`)).text();
+    const replaced = Number(/^meshnet_repairs_total\{kind="replaced"\} (\d+)/m.exec(metrics)?.[1] ?? NaN);
+    return { warm, points, settled, ...totals, dashboardEvents, metricsScrapes, replaced };
   } finally {
     clearInterval(scraper);
     dashboard.abort();

@@ -1,43 +1,70 @@
 /**
  * A hop's recent answer times and the deadline they give its next frame. One per peer and
- * layer range (the Mesh keeps them across sessions, so a new session's first frame on a warm
- * hop already has a deadline). Pure: times come from the caller's clock.
+ * layer range (the Mesh keeps them across sessions; a range's warm-up starts its record, so a
+ * session's first frame on it already has a deadline). Pure: times come from the caller's clock.
+ *
+ * The rule: a frame of `positions` positions may take
+ *   clamp(DEADLINE_SLACK × p99 × positions, DEADLINE_FLOOR_MS, ceiling × max(1, positions / CEILING_POSITIONS))
+ * where p99 is the 99th percentile of the hop's last LATENCY_WINDOW answers in ms per position
+ * and the ceiling is `--hop-timeout`. The floor (1 s) is what keeps a healthy hop from being
+ * replaced under load: it covers a garbage-collection pause or a scheduler stall of a loaded
+ * 2-core machine (hundreds of ms), on top of the hop's own time, which the p99 already
+ * follows as load grows; and 1 s plus the replay on a replacement stays inside the 1.5 s gap
+ * the issue asks of a stopped peer on loopback. The ceiling grows with the frame's positions
+ * past CEILING_POSITIONS (a decode step, a speculative verify): a long prefill chunk on a slow
+ * peer is not a hang.
  */
 
-/** A frame may take this many times the hop's recent time per position before it counts as hung. */
-export const DEADLINE_SLACK = 8;
-/** Weight of the newest frame in the running mean of ms per position. */
-const SMOOTHING = 0.2;
+/** A frame may take this many times the hop's recent p99 per position before it counts as hung. */
+export const DEADLINE_SLACK = 4;
+/** No deadline is shorter, ms (see the rule above). */
+export const DEADLINE_FLOOR_MS = 1000;
+/** Frames of up to this many positions get the plain ceiling; longer ones a proportionally longer one. */
+export const CEILING_POSITIONS = 16;
+/** How many recent answers the percentile is taken over. */
+export const LATENCY_WINDOW = 128;
 
 export class HopLatency {
-  #msPerPosition: number | undefined;
+  /** Ring of recent ms per position. */
+  readonly #window: number[] = [];
+  #next = 0;
   #answered = 0;
+  #p99: number | undefined;
 
   /** Frames answered so far. */
   get answered(): number {
     return this.#answered;
   }
 
-  /** Recent milliseconds per position (a running mean), or undefined before any answer. */
-  get msPerPosition(): number | undefined {
-    return this.#msPerPosition;
+  /** The 99th percentile of recent ms per position, or undefined before any answer. */
+  get p99MsPerPosition(): number | undefined {
+    if (this.#window.length === 0) return undefined;
+    if (this.#p99 === undefined) {
+      const sorted = [...this.#window].sort((a, b) => a - b);
+      this.#p99 = sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
+    }
+    return this.#p99;
   }
 
   /** An answered frame of `positions` positions took `ms`. */
   record(positions: number, ms: number): void {
-    if (!(positions >= 1) || !(ms >= 0)) return;
+    if (!(positions >= 1) || !(ms >= 0) || !Number.isFinite(ms)) return;
     const rate = ms / positions;
-    this.#msPerPosition = this.#msPerPosition === undefined ? rate : this.#msPerPosition * (1 - SMOOTHING) + rate * SMOOTHING;
+    if (this.#window.length < LATENCY_WINDOW) this.#window.push(rate);
+    else this.#window[this.#next] = rate;
+    this.#next = (this.#next + 1) % LATENCY_WINDOW;
+    this.#p99 = undefined;
     this.#answered++;
   }
 
   /**
-   * How long a frame of `positions` positions may take: `DEADLINE_SLACK` × the recent time per
-   * position × positions, never less than `floorMs`. Undefined (no deadline) before the hop
-   * answered once: the first frame on a newly loaded range may compile shaders (WebGPU).
+   * How long a frame of `positions` positions may take under `ceilingMs` (`--hop-timeout`), by
+   * the rule above; before any answer (a range that was not warmed up), the ceiling.
    */
-  deadlineMs(positions: number, floorMs: number): number | undefined {
-    if (this.#msPerPosition === undefined) return undefined;
-    return Math.max(floorMs, DEADLINE_SLACK * this.#msPerPosition * positions);
+  deadlineMs(positions: number, ceilingMs: number, floorMs = DEADLINE_FLOOR_MS): number {
+    const ceiling = ceilingMs * Math.max(1, positions / CEILING_POSITIONS);
+    const p99 = this.p99MsPerPosition;
+    if (p99 === undefined) return ceiling;
+    return Math.min(ceiling, Math.max(Math.min(floorMs, ceiling), DEADLINE_SLACK * p99 * positions));
   }
 }

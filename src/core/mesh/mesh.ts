@@ -4,6 +4,10 @@
  * not quarantined (mesh-planner.ts); a route only uses peers that reported `ready` for their
  * range: a range is loaded on demand (`assign` → `ready`) and remembered, and a peer that does
  * not get ready in time is quarantined and the plan made again without it (range-loader.ts).
+ * A range serves only once it answered a warm-up frame; while the current plan's ranges load
+ * and warm up, requests take the last plan that was ready, if its peers still serve it, so a
+ * peer that says ready and then stays silent costs no request — only a cold mesh waits (the
+ * serving plan, `servingPlan`, is what `/health` reports).
  * A peer a session reports as hung or faulty is quarantined with a bounded back-off. A peer
  * whose link closes leaves the mesh (membership.ts). Each lease handed out is a LeasedLink over
  * the peer's link. A range that no plan uses any more and that no session holds a lease on is
@@ -15,7 +19,7 @@ import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
 import { BatchingLink } from './batching-link.ts';
-import { rangeText } from './held-range.ts';
+import { HeldRangeMap, rangeText } from './held-range.ts';
 import { LeasedLink, revokeLeases } from './leased-link.ts';
 import { Membership, type MeshPeer, type MeshPeerInit } from './membership.ts';
 import type { MeshModel } from './mesh-model.ts';
@@ -36,6 +40,15 @@ export interface MeshOptions extends PlanOptions {
   readonly quarantine?: QuarantinePolicy;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** The cold-start deadline of a range's warm-up frame (range-warm-up.ts; default 60 s). */
+  readonly warmUpTimeoutMs?: number;
+  /** `--hop-timeout`: the deadline of the warm-up's decode frame, the ceiling of every frame's. */
+  readonly hopTimeoutMs?: number;
+  /**
+   * Send warm-up frames (default true). Off, a range serves once it is `ready` and its first
+   * frame has the ceiling for deadline (tests that count every frame a peer sees turn it off).
+   */
+  readonly warmUpFrames?: boolean;
   /**
    * Fold concurrent sessions' decode steps to one peer and range into batched frames
    * (BatchingLink; default true). Off: every step travels alone.
@@ -54,6 +67,8 @@ export class Mesh implements RouteProvider, VerifierSource {
   private readonly planner: MeshPlanner;
   private readonly loader: RangeLoader;
   private readonly sweep: UnloadSweep;
+  /** The last plan whose every range was warm: requests take it while a newer plan warms up. */
+  private lastReady: RoutePlan | undefined;
 
   constructor(
     readonly model: MeshModel,
@@ -65,11 +80,12 @@ export class Mesh implements RouteProvider, VerifierSource {
       this.sweep?.schedule(); // the plan may have moved
     });
     this.planner = new MeshPlanner(model, options, this.membership, clock);
-    this.loader = new RangeLoader(model, this.membership, clock, options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS, {
+    const times = { readyTimeoutMs: options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS, warmUpTimeoutMs: options.warmUpTimeoutMs, hopTimeoutMs: options.hopTimeoutMs, warmUpFrames: options.warmUpFrames };
+    this.loader = new RangeLoader(model, this.membership, clock, times, {
       loaded: (held) => this.sweep.touch(held),
       unloaded: (held) => this.sweep.forget(held),
     });
-    this.sweep = new UnloadSweep(clock, options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS, this.membership, this.loader, () => this.planner.planned());
+    this.sweep = new UnloadSweep(clock, options.unloadGraceMs ?? DEFAULT_UNLOAD_GRACE_MS, this.membership, this.loader, () => this.plannedRanges());
   }
 
   /**
@@ -113,7 +129,7 @@ export class Mesh implements RouteProvider, VerifierSource {
     return this.planner.plan();
   }
 
-  /** True when the plan succeeds and every hop's peer reported ready for its range. */
+  /** True when the plan succeeds and every hop's range is loaded and warm on its peer. */
   routeReady(): boolean {
     try {
       return this.plan().hops.every((hop) => this.loader.holds(hop));
@@ -122,13 +138,41 @@ export class Mesh implements RouteProvider, VerifierSource {
     }
   }
 
+  /**
+   * The plan a request would be served by now: the current plan when its every range is warm,
+   * else the last plan that was, while its peers are up, not quarantined and hold it warm.
+   * RouteUnavailableError when there is none (the planner's reason, or that layers warm up).
+   */
+  servingPlan(): RoutePlan {
+    const plan = this.plan();
+    if (plan.hops.every((hop) => this.loader.holds(hop))) return plan;
+    const last = this.usableLastReady();
+    if (last) return last;
+    const cold = plan.hops.filter((hop) => !this.loader.holds(hop)).map((h) => `${h.peerId} ${rangeText(h.range)}`);
+    throw new RouteUnavailableError(`layers are loading or warming up (${cold.join(', ')})`);
+  }
+
+  /** Whether `peerId` holds `range` loaded and warm (what `/health` lists). */
+  holdsWarm(peerId: string, range: LayerRange): boolean {
+    return this.loader.holds({ peerId, range });
+  }
+
   /** Load the current plan's ranges on their peers ahead of the first request. */
   async prepare(signal?: AbortSignal): Promise<void> {
     await this.readyPlan(signal);
   }
 
   async route(signal?: AbortSignal): Promise<HopLease[]> {
-    const plan = await this.readyPlan(signal);
+    const current = this.plan();
+    let plan: RoutePlan;
+    if (current.hops.every((hop) => this.loader.holds(hop))) plan = this.ready(current);
+    else {
+      const last = this.usableLastReady();
+      // Warm the current plan in the background; a request waits only when nothing is warm.
+      const loading = this.readyPlan();
+      if (last) void loading.catch(() => {});
+      plan = last ?? (await untilAborted(loading, signal));
+    }
     return plan.hops.map((hop) => this.lease(hop.peerId, hop.range));
   }
 
@@ -196,6 +240,7 @@ export class Mesh implements RouteProvider, VerifierSource {
     const peer = this.membership.get(peerId);
     if (!peer) return;
     const reason = `${fault.kind} on layers ${rangeText(range)}: ${fault.reason}`;
+    this.loader.cool(peerId); // back from quarantine, its ranges warm up again before they serve
     this.membership.quarantine(peerId, reason);
     revokeLeases(peer.link, `peer ${peerId} is quarantined (${reason})`);
   }
@@ -225,11 +270,36 @@ export class Mesh implements RouteProvider, VerifierSource {
     for (let attempt = 0; ; attempt++) {
       const plan = this.plan();
       const missing = plan.hops.filter((hop) => !this.loader.holds(hop));
-      if (missing.length === 0) return plan;
+      if (missing.length === 0) return this.ready(plan);
       if (attempt > this.membership.size) throw new RouteUnavailableError(`peers keep failing to load their layers (${missing.map((h) => `${h.peerId} ${rangeText(h.range)}`).join(', ')})`);
       // Failures quarantine their peer; the next plan is made without it.
       await untilAborted(Promise.allSettled(missing.map((hop) => this.ensureLoaded(this.membership.member(hop.peerId), hop.range))), signal);
     }
+  }
+
+  /** `plan` is ready: remember it as the one to serve from while a later plan warms up. */
+  private ready(plan: RoutePlan): RoutePlan {
+    if (this.lastReady !== plan) {
+      this.lastReady = plan;
+      this.sweep.schedule(); // the ranges of the plan before may go now
+    }
+    return plan;
+  }
+
+  /** The last ready plan, while each of its hops is still warm on a peer that is up and not quarantined. */
+  private usableLastReady(): RoutePlan | undefined {
+    const last = this.lastReady;
+    if (!last) return undefined;
+    const usable = last.hops.every((hop) => this.loader.holds(hop) && !this.membership.get(hop.peerId)?.quarantine);
+    return usable ? last : undefined;
+  }
+
+  /** The ranges the sweep keeps: both of the planner's plans, and the last ready plan while it is usable. */
+  private plannedRanges(): HeldRangeMap<true> | undefined {
+    const used = this.planner.planned();
+    const last = this.usableLastReady();
+    if (used && last) for (const hop of last.hops) used.set(hop, true);
+    return used;
   }
 
   private lease(peerId: string, range: LayerRange): HopLease {

@@ -1,10 +1,13 @@
 /**
- * Range loading: a range is loaded on a peer on demand (`assign` → `ready`) and remembered;
- * a peer that refuses or does not get ready within the ready deadline is quarantined. A range
- * no plan needs is unloaded (`unload` → `unloaded`); a peer that refuses or does not answer
- * (a 2.0 peer does not know `unload`) keeps its ranges counted and is not asked again. Each
- * loaded range has its latency record (HopLatency), fresh when it loads: its first frame has
- * no deadline.
+ * Range loading: a range is loaded on a peer on demand (`assign` → `ready`), then warmed up
+ * (range-warm-up.ts: it serves sessions only after it answered a warm-up frame), and
+ * remembered; a peer that refuses, does not get ready within the ready deadline, or fails its
+ * warm-up is quarantined — no request waits on it, unless there is no other route. A peer's
+ * ranges go cold when it is quarantined: when it is back, each warms up again before it
+ * serves. A range no plan needs is unloaded (`unload` → `unloaded`); a peer that refuses or
+ * does not answer (a 2.0 peer does not know `unload`) keeps its ranges counted and is not
+ * asked again. Each warm range has its latency record (HopLatency), started by the warm-up's
+ * decode: every frame a session sends it has a deadline.
  */
 import type { AssignMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
@@ -17,6 +20,7 @@ import { HopLatency } from './hop-latency.ts';
 import type { MeshPeer, Membership } from './membership.ts';
 import type { MeshModel } from './mesh-model.ts';
 import { RouteUnavailableError } from './plan-error.ts';
+import { DEFAULT_WARM_UP_TIMEOUT_MS, warmUpRange } from './range-warm-up.ts';
 
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** How long a peer may take to answer `unload`; past it the range counts as still loaded. */
@@ -28,9 +32,22 @@ export interface RangeEvents {
   unloaded(held: HeldRange): void;
 }
 
+export interface RangeLoaderTimes {
+  /** How long a peer may take to answer `assign` with `ready`. */
+  readonly readyTimeoutMs: number;
+  /** The cold-start deadline of a range's warm-up prefill (default DEFAULT_WARM_UP_TIMEOUT_MS). */
+  readonly warmUpTimeoutMs?: number;
+  /** The deadline of its warm decode (`--hop-timeout`, the ceiling of every frame's). */
+  readonly hopTimeoutMs?: number;
+  /** False: no warm-up frames, a range serves once `ready` (MeshOptions.warmUpFrames). */
+  readonly warmUpFrames?: boolean;
+}
+
 export class RangeLoader {
   private readonly loading = new HeldRangeMap<Promise<void>>();
   private readonly latencies = new HeldRangeMap<HopLatency>();
+  /** Loaded ranges that answered their warm-up (and whose peer was not quarantined since). */
+  private readonly warm = new HeldRangeMap<true>();
   /** Peers that refused or did not answer an `unload` (a 2.0 peer): their ranges stay. */
   private readonly keepsRanges = new WeakSet<MeshPeer>();
 
@@ -38,12 +55,23 @@ export class RangeLoader {
     private readonly model: MeshModel,
     private readonly membership: Membership,
     private readonly clock: Clock,
-    private readonly readyTimeoutMs: number,
+    private readonly times: RangeLoaderTimes,
     private readonly events: RangeEvents,
   ) {}
 
+  /** Whether `held`'s peer loaded the range and it answered its warm-up: it may serve sessions. */
   holds(held: HeldRange): boolean {
+    return this.loaded(held) && this.warm.has(held);
+  }
+
+  /** Whether `held`'s peer loaded the range (`ready`), warm or not. */
+  loaded(held: HeldRange): boolean {
     return this.membership.get(held.peerId)?.ranges.some((r) => sameRange(r, held.range)) ?? false;
+  }
+
+  /** `peerId` was quarantined: its ranges warm up again before they serve. */
+  cool(peerId: string): void {
+    this.warm.retainPeers((id) => id !== peerId);
   }
 
   isLoading(held: HeldRange): boolean {
@@ -65,21 +93,54 @@ export class RangeLoader {
   /** Forget the records of peers that left. */
   forgetDeparted(): void {
     this.latencies.retainPeers((id) => this.membership.get(id) !== undefined);
+    this.warm.retainPeers((id) => this.membership.get(id) !== undefined);
   }
 
   /**
-   * Load `range` on `peer` unless it already holds it; a peer that refuses or does not answer
-   * `ready` within the ready deadline is quarantined (and the promise rejects).
+   * Load and warm up `range` on `peer` unless it holds it warm already; a peer that refuses,
+   * does not answer `ready` within the ready deadline or fails its warm-up is quarantined (and
+   * the promise rejects).
    */
   ensureLoaded(peer: MeshPeer, range: LayerRange): Promise<void> {
     const held = { peerId: peer.id, range };
     if (this.holds(held)) return Promise.resolve();
     let pending = this.loading.get(held);
     if (!pending) {
-      pending = this.load(peer, range).finally(() => this.loading.delete(held));
+      pending = this.loadAndWarm(peer, range).finally(() => this.loading.delete(held));
       this.loading.set(held, pending);
     }
     return pending;
+  }
+
+  private async loadAndWarm(peer: MeshPeer, range: LayerRange): Promise<void> {
+    const held = { peerId: peer.id, range };
+    if (!this.loaded(held)) await this.load(peer, range);
+    if (this.times.warmUpFrames === false) {
+      if (!this.latencies.has(held)) this.latencies.set(held, new HopLatency());
+      this.warm.set(held, true);
+      return this.membership.changed();
+    }
+    try {
+      const ceiling = this.times.hopTimeoutMs ?? DEFAULT_WARM_UP_TIMEOUT_MS;
+      const cold = Math.max(this.times.warmUpTimeoutMs ?? DEFAULT_WARM_UP_TIMEOUT_MS, ceiling);
+      const { warmMs } = await warmUpRange({ peerId: peer.id, link: peer.link, range, hiddenSize: this.model.config.hiddenSize, dtype: this.model.artifacts.dtype }, this.clock, cold, ceiling);
+      if (!this.membership.isCurrent(peer) || !this.loaded(held)) throw new RouteUnavailableError(`peer ${peer.id} left the mesh or unloaded layers ${rangeText(range)} during their warm-up`);
+      const latency = new HopLatency();
+      latency.record(1, warmMs);
+      this.latencies.set(held, latency);
+      this.warm.set(held, true);
+      this.membership.changed();
+    } catch (error) {
+      this.failed(peer, range, error);
+      throw error;
+    }
+  }
+
+  /** Quarantine `peer` (still in the mesh) for failing to get `range` ready; its ranges go cold. */
+  private failed(peer: MeshPeer, range: LayerRange, error: unknown): void {
+    if (!this.membership.isCurrent(peer)) return;
+    this.cool(peer.id);
+    this.membership.quarantine(peer.id, `not ready for layers ${rangeText(range)}: ${error instanceof Error ? error.message : String(error)}`);
   }
 
   private async load(peer: MeshPeer, range: LayerRange): Promise<void> {
@@ -93,7 +154,7 @@ export class RangeLoader {
       artifactUrl: this.model.artifacts.url(range),
       config: this.model.config,
     };
-    const timeoutMs = this.readyTimeoutMs;
+    const timeoutMs = this.times.readyTimeoutMs;
     try {
       const notReady = () => new RouteUnavailableError(`peer ${peer.id} did not answer 'ready' for layers ${rangeText(range)} within ${timeoutMs} ms`);
       const answer = await withDeadline(this.clock, timeoutMs, notReady, (signal) => peer.link.control(assign, signal)).catch((error: unknown) => {
@@ -111,15 +172,15 @@ export class RangeLoader {
         throw new RouteUnavailableError(`peer ${peer.id} loaded weights ${weightSpecName(answer.weights)}, not the assigned ${weightSpecName(this.model.artifacts.weights)}`);
       }
       if (!this.membership.isCurrent(peer)) throw new RouteUnavailableError(`peer ${peer.id} left the mesh`);
-      peer.ranges.push(range);
       const held = { peerId: peer.id, range };
+      this.warm.delete(held); // a peer that rejoined under the same id warms up again
+      peer.ranges.push(range);
       this.events.loaded(held);
       peer.device = answer.device;
       peer.weights = answer.weights ?? this.model.artifacts.weights;
-      this.latencies.set(held, new HopLatency()); // a newly loaded range: its first frame has no deadline
       this.membership.changed();
     } catch (error) {
-      if (this.membership.isCurrent(peer)) this.membership.quarantine(peer.id, `not ready for layers ${rangeText(range)}: ${error instanceof Error ? error.message : String(error)}`);
+      this.failed(peer, range, error);
       throw error;
     }
   }
@@ -135,6 +196,7 @@ export class RangeLoader {
     const held = { peerId: peer.id, range };
     this.events.unloaded(held);
     this.latencies.delete(held);
+    this.warm.delete(held);
     this.membership.changed();
     try {
       const late = () => new Error(`no 'unloaded' within ${UNLOAD_TIMEOUT_MS} ms`);

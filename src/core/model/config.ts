@@ -12,6 +12,7 @@ import { phi3Parts } from './phi3/phi3-config.ts';
 import { ropeOf } from './rope-config.ts';
 import type { ModelConfig } from './types.ts';
 import { parseMoeConfig } from './moe/moe-config.ts';
+import { gptOssWindows } from './moe/gpt-oss-config.ts';
 
 /**
  * Validates and normalizes a Hugging Face `config.json`.
@@ -73,6 +74,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
     eosTokenIds,
     ...(quantization ? { quantization } : {}),
     ...(moe ? { moe } : {}),
+    ...(moe?.gptOss ? gptOssWindows(moe.gptOss, numLayers) : {}), // layer_types → the shared per-layer window
   };
 }
 

@@ -188,7 +188,7 @@ export function appendDecoderLayers(
     const names = layerTensorNames(config, l);
     const attention = layerAttention(config, l);
     const { cos, sin } = attention.localRope ? tables.local! : tables.global;
-    const extra = gptOssAttention(g, config, l, weights); // gpt-oss: sinks, sliding window, o_proj bias
+    const extra = gptOssAttention(g, config, l, weights); // gpt-oss: sinks, o_proj bias
     let normed: string;
     if (pending === undefined) {
       normed = g.op1('SimplifiedLayerNormalization', [residual, norm(names.inputNorm)], { axis: -1, epsilon: eps, stash_type: 1 });
@@ -243,7 +243,6 @@ export function appendDecoderLayers(
         kv_num_heads: numKvHeads,
         scale: { float: attention.scale },
         ...(attention.window !== undefined ? { local_window_size: attention.window } : {}),
-        ...(extra.window !== undefined ? { local_window_size: extra.window } : {}),
         ...(attention.softcap !== undefined ? { softcap: { float: attention.softcap } } : {}),
       },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },

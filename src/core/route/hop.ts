@@ -26,16 +26,19 @@ export interface HopContext {
   readonly sessionId: string;
   readonly clock: Clock;
   /**
-   * How long a frame may take: at least `floorMs` (`--hop-timeout`), more when the hop's recent
-   * latency times its positions says so, none before its first answer; or a fixed time. Absent:
-   * no deadline (complete-model mode has nobody to replace a hop with).
+   * How long a frame may take: the hop's adaptive deadline under `ceilingMs` (`--hop-timeout`;
+   * HopLatency: a multiple of its recent p99, never below `floorMs`, default DEADLINE_FLOOR_MS),
+   * or a fixed time. Absent: no deadline (complete-model mode has nobody to replace a hop with).
    */
-  readonly deadline?: { readonly floorMs: number } | { readonly fixedMs: number };
+  readonly deadline?: { readonly ceilingMs: number; readonly floorMs?: number } | { readonly fixedMs: number };
   /** After every answered frame (a watcher sees each hop at work, not only each token). */
   readonly onAnswer?: () => void;
   /** True once the session is closing: no frame is sent from then on. */
   readonly closing?: () => boolean;
 }
+
+/** A deadline timer more than this late (the head's event loop stalled) gives the answer one more turn of the loop. */
+const LAG_GRACE_MS = 100;
 
 /** A session's ask to keep its KV on a peer as a prefix entry when released. */
 export interface KeepPrefix {
@@ -96,7 +99,7 @@ export class Hop {
     const deadlineMs = this.deadlineMs(hidden.tokens);
     const started = clock.now();
     const late = () => new HopDeadlineError(this.index, lease.peerId, deadlineMs!);
-    const bytes = await withDeadline(clock, deadlineMs, late, (s) => lease.link.request(frame, s), signal);
+    const bytes = await withDeadline(clock, deadlineMs, late, (s) => lease.link.request(frame, s), signal, LAG_GRACE_MS);
     const ms = clock.now() - started;
     const answer = this.check(bytes, hidden, position);
     this.answered(hidden.tokens, position, ms);
@@ -149,7 +152,7 @@ export class Hop {
   deadlineMs(positions: number): number | undefined {
     const deadline = this.context.deadline;
     if (deadline === undefined) return undefined;
-    return 'fixedMs' in deadline ? deadline.fixedMs : this.latency.deadlineMs(positions, deadline.floorMs);
+    return 'fixedMs' in deadline ? deadline.fixedMs : Math.round(this.latency.deadlineMs(positions, deadline.ceilingMs, deadline.floorMs));
   }
 
   /**

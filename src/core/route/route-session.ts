@@ -89,7 +89,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     this.hop = {
       sessionId: request.sessionId,
       clock,
-      deadline: policy.hopTimeoutMs === undefined ? undefined : { floorMs: policy.hopTimeoutMs },
+      deadline: policy.hopTimeoutMs === undefined ? undefined : { ceilingMs: policy.hopTimeoutMs, floorMs: policy.hopFloorMs },
       onAnswer: () => this.updated(),
       closing,
     };

@@ -27,11 +27,13 @@ export interface SessionPolicy {
   /** Release (and fork) answers are awaited this long, in the background (default 5 s). */
   readonly releaseTimeoutMs?: number;
   /**
-   * The floor of every hop's deadline, ms (`--hop-timeout`). A frame gets at least this long,
-   * more when the hop's recent latency times its positions says so; the first frame on a newly
-   * loaded range has none. Undefined: no deadlines (complete-model mode has nobody to replace).
+   * `--hop-timeout`: the ceiling of every frame's deadline, which follows the hop's recent
+   * latency (HopLatency: DEADLINE_SLACK × its p99, never below the floor). Undefined: no
+   * deadlines (complete-model mode has nobody to replace).
    */
   readonly hopTimeoutMs?: number;
+  /** The floor of the adaptive deadline, ms (default DEADLINE_FLOOR_MS, 1 s). */
+  readonly hopFloorMs?: number;
   /**
    * Tokens per chunk of a pipelined prefill (`--prefill-chunk`); 0: never pipelined; default:
    * about 4 chunks per hop (see `prefillChunkSize`). A route of one hop is never pipelined.

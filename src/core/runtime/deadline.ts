@@ -18,13 +18,25 @@ export async function withDeadline<T>(
   reason: () => unknown,
   work: (signal: AbortSignal | undefined) => Promise<T>,
   signal?: AbortSignal,
+  lagGraceMs = 0,
 ): Promise<T> {
   if (ms === undefined) return work(signal);
   const deadline = new AbortController();
   const onAbort = () => deadline.abort(signal!.reason);
   if (signal?.aborted) onAbort();
   else signal?.addEventListener('abort', onAbort, { once: true });
-  const cancel = clock.setTimeout(() => deadline.abort(reason()), ms);
+  // With `lagGraceMs`, a timer that fires more than that late (the event loop was stalled: a
+  // garbage-collection pause, a busy head) waits one more turn of the loop (a 1 ms timer), so
+  // an answer that arrived during the stall — timers run before pending socket reads — is read first.
+  const armedAt = clock.now();
+  let cancel = clock.setTimeout(function expire() {
+    if (lagGraceMs > 0 && clock.now() - armedAt - ms > lagGraceMs) {
+      lagGraceMs = 0;
+      cancel = clock.setTimeout(expire, 1);
+      return;
+    }
+    deadline.abort(reason());
+  }, ms);
   try {
     return await work(deadline.signal);
   } finally {

@@ -38,15 +38,17 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
                        to one peer travel as one batched frame and run as one batch)
   --min-peers N        requests wait for N peers (Node or browser) to join…
   --peer-wait S        …for up to S seconds (default 60), then get a 503
-  --hop-timeout S      a hop that does not answer a frame within S seconds (default 5; more for
-                       frames with many positions, from its recent latency) is replaced and its
-                       peer quarantined
+  --hop-timeout S      the ceiling of a hop's deadline (default 5): a hop that does not answer a
+                       frame within 4 × its recent p99 (at least 1 s, at most S; more for frames
+                       of many positions) is replaced and its peer quarantined
   --verify F           for meshes with untrusted peers: check a share F (0–1; default 0, off)
                        of hop answers by replaying that hop's inputs on the head (or another
                        holder of its layers); a peer that disagrees is quarantined
   --request-timeout S  a client must send a request's headers, and then its whole body, within
                        S seconds each (default 30), else 408
   --ready-timeout S    a peer that does not get ready for its layers within S seconds (default 30)
+  --warm-up-timeout S  a newly loaded range that does not answer its warm-up frame within S seconds
+                       (default 60: a first run may compile kernels, on WebGPU shader pipelines)
                        is dropped from the plan and quarantined
   --chat-template FILE a Jinja chat template overriding the model's
   --device D           ${Object.keys(NODE_DEVICES).join('|')} for the head's own work (default auto)
@@ -91,6 +93,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'peer-wait': { type: 'string' },
       'hop-timeout': { type: 'string' },
       'ready-timeout': { type: 'string' },
+      'warm-up-timeout': { type: 'string' },
       'request-timeout': { type: 'string' },
       verify: { type: 'string' },
       'chat-template': { type: 'string' },
@@ -138,6 +141,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     verifyFraction: parseNumber('verify', values.verify, 0, (n) => n >= 0 && n <= 1),
     requestTimeoutMs: parseNumber('request-timeout', values['request-timeout'], 30, (n) => n > 0) * 1000,
     readyTimeoutMs: parseNumber('ready-timeout', values['ready-timeout'], 30, (n) => n > 0) * 1000,
+    warmUpTimeoutMs: parseNumber('warm-up-timeout', values['warm-up-timeout'], 60, (n) => n > 0) * 1000,
     chatTemplateFile: values['chat-template'],
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     dtype: parseChoice('dtype', values.dtype, ['fp32', 'fp16'] as const, 'fp32'),

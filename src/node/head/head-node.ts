@@ -25,6 +25,7 @@ import {
   type HeadRunner,
   type LayerRange,
   type PeerLink,
+  type QuarantinePolicy,
   type Rng,
   type RouteMode,
   type SessionObserver,
@@ -81,6 +82,10 @@ export interface HeadOptions {
   readonly clientError?: (error: NodeJS.ErrnoException) => string | undefined;
   /** How long a peer may take to answer `assign` with `ready` before it is dropped from the plan (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** The cold-start deadline of a range's warm-up frame, ms (default 60 s). */
+  readonly warmUpTimeoutMs?: number;
+  /** Quarantine back-off of hung or faulty peers (default DEFAULT_QUARANTINE). */
+  readonly quarantine?: QuarantinePolicy;
   readonly log?: (line: string) => void;
   /** The session table: admission, --min-peers, deadlines, accounting. */
   readonly sessions?: HeadSessionOptions;
@@ -113,8 +118,10 @@ export interface HeadSessionOptions {
   readonly minPeers?: number;
   /** …for at most this long (`--peer-wait`, default 60 s), then get a 503. */
   readonly peerWaitMs?: number;
-  /** Floor of every hop's deadline (`--hop-timeout`, default 5 s). */
+  /** Ceiling of every hop's adaptive deadline (`--hop-timeout`, default 5 s). */
   readonly hopTimeoutMs?: number;
+  /** Floor of the adaptive deadline (default DEADLINE_FLOOR_MS, 1 s). */
+  readonly hopFloorMs?: number;
   /** `--route-mode`: star (head → hop → head), chain (hop to hop where the links can be made), auto (default for now: star). */
   readonly routeMode?: RouteMode;
   readonly observer?: SessionObserver;
@@ -200,7 +207,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const drafters = new Drafters(draftModel);
   const speculateMode = spec.mode ?? (draftModel ? 'draft' : 'ngram');
 
-  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, batching: options.batching });
+  const mesh = new Mesh(meshModel(model, options.name, dtype, weights), { headLayers: options.headLayers, headBudgetBytes: budget, readyTimeoutMs: options.readyTimeoutMs, warmUpTimeoutMs: options.warmUpTimeoutMs, quarantine: options.quarantine, hopTimeoutMs: options.sessions?.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, batching: options.batching });
   let headPeer: ShardService | undefined;
   if (options.headLayers !== 'none') {
     // The head serves sockets too: its own layers run in a worker thread, like a Node peer's.
@@ -220,7 +227,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       route: mesh,
       vocabSize: model.checkpoint.config.vocabSize,
       tokenizer: options.tokenizer,
-      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, prefillChunk: spec.prefillChunk, routeMode: s.routeMode },
+      policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, hopFloorMs: s.hopFloorMs, prefillChunk: spec.prefillChunk, routeMode: s.routeMode },
       drafters,
       prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
       verifier,

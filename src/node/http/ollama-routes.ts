@@ -91,8 +91,9 @@ export function mountOllamaRoutes(app: H3, options: OllamaRoutesOptions): void {
 async function answer(ctx: RunnerContext, request: OllamaRequest, signal: AbortSignal): Promise<Response> {
   const { run } = request;
   if (run === undefined) {
-    // `/api/generate` with an empty prompt: Ollama's "load the model" call.
-    const loaded = { model: request.model, created_at: new Date().toISOString(), response: '', done: true, done_reason: 'load' };
+    // An empty prompt or no messages: Ollama's "load the model" call (the model is always loaded).
+    const answer = request.endpoint === 'generate' ? { response: '' } : { message: { role: 'assistant', content: '' } };
+    const loaded = { model: request.model, created_at: new Date().toISOString(), ...answer, done: true, done_reason: 'load' };
     return request.stream ? new Response(`${JSON.stringify(loaded)}\n`, { headers: NDJSON_HEADERS }) : jsonResponse(loaded);
   }
   return runCompletion(ctx, run, signal, {

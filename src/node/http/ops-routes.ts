@@ -23,13 +23,14 @@ export interface OpsOptions {
 export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore, metrics: HeadMetrics, options: OpsOptions = {}): void {
   app.get('/health', () => {
     const minPeers = options.minPeers ?? 0;
-    const readiness = routeReadiness(head.mesh, minPeers);
+    // Only warm ranges count: the plan a request would be served by now.
+    const readiness = routeReadiness({ plan: () => head.mesh.servingPlan(), remotePeerCount: head.mesh.remotePeerCount }, minPeers);
     const { bytesPerLayer } = head.mesh.model;
     const peers = head.mesh.peers.map((p) => ({
       id: p.id,
       runtime: p.runtime,
       device: p.device ?? p.executionProvider,
-      layers: p.ranges.map((r) => [r.start, r.end]),
+      layers: p.ranges.filter((r) => head.mesh.holdsWarm(p.id, r)).map((r) => [r.start, r.end]),
       // The format and packed bytes of what it loaded (a peer that loaded nothing has neither).
       ...(p.weights ? { weights: weightSpecName(p.weights), weightBytes: p.ranges.reduce((n, r) => n + r.end - r.start, 0) * bytesPerLayer } : {}),
     }));
@@ -85,10 +86,10 @@ export function mountOpsRoutes(app: H3, head: HeadContext, store: MeshStateStore
   });
 }
 
-/** The planner's route over the peers that are up (whatever --min-peers says), or why there is none. */
+/** The route a request would take now, over warm ranges (whatever --min-peers says), or why there is none. */
 function routeView(head: HeadContext): { ready: boolean; hops?: { peerId: string; range: [number, number] }[]; reason?: string } {
   try {
-    return { ready: true, hops: head.mesh.plan().hops.map((h) => ({ peerId: h.peerId, range: [h.range.start, h.range.end] })) };
+    return { ready: true, hops: head.mesh.servingPlan().hops.map((h) => ({ peerId: h.peerId, range: [h.range.start, h.range.end] })) };
   } catch (error) {
     return { ready: false, reason: error instanceof Error ? error.message : String(error) };
   }

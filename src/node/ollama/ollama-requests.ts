@@ -3,7 +3,7 @@
  * build (`ChatRequest`, `CompletionRequest`), so core's one entry runs them: the chat template,
  * the grammar of `format` and of `tools`, admission, the Route Session.
  *
- * - `/api/chat`: `messages` (ollama-messages.ts), `tools` (OpenAI's function tools, the same
+ * - `/api/chat`: `messages` (ollama-messages.ts; none only "loads" the model, `done_reason: "load"`), `tools` (OpenAI's function tools, the same
  *   parser), `format`, `options` (ollama-options.ts), `stream` (Ollama's default: true),
  *   `logprobs` / `top_logprobs`, `keep_alive` (checked, ignored: the model stays loaded),
  *   `think` (refused when asked: this model does not think); `tool_choice` as chat completions
@@ -34,7 +34,7 @@ export interface OllamaRequest {
   readonly endpoint: 'chat' | 'generate';
   /** The model name as the client sent it (echoed in every answer). */
   readonly model: string;
-  /** What core runs; undefined for a generate request with an empty prompt (a "load"). */
+  /** What core runs; undefined for a "load" (generate with an empty prompt, chat without messages). */
   readonly run?: ChatRequest | CompletionRequest;
   readonly stream: boolean;
 }
@@ -62,7 +62,10 @@ export function ollamaFields(body: unknown): BodyFields {
 export function parseOllamaChat(body: unknown, served: string): OllamaRequest {
   const fields = ollamaFields(body);
   const model = requireModel(fields, served);
-  const messages = parseOllamaMessages(fields.get('messages'));
+  const raw = fields.get('messages');
+  // No messages: Ollama's "load the model" call, as an empty generate prompt.
+  if (raw === undefined || (Array.isArray(raw) && raw.length === 0)) return { endpoint: 'chat', model, stream: common(fields, served).stream };
+  const messages = parseOllamaMessages(raw);
   // `tool_choice` is a meshnet extension here (Ollama has none: its models choose, `auto`).
   const tools = parseTools(new BodyFields({ tools: fields.get('tools'), tool_choice: fields.get('tool_choice') }));
   const responseFormat = parseFormat(fields.get('format'));

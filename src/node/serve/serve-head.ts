@@ -29,6 +29,7 @@ import { resolveModel } from '../models/resolve-model.ts';
 import { unauthorized, unknownPath } from '../openai/errors.ts';
 import { spawnLocalPeers, type LocalPeers } from '../peer/local-peers.ts';
 import { parseHeadLayers } from '../../core/mesh/head-layers.ts';
+import type { QuarantinePolicy } from '../../core/mesh/quarantine.ts';
 import { loadTokenizer } from '../tokenizer-files.ts';
 
 export interface ServeOptions {
@@ -67,10 +68,16 @@ export interface ServeOptions {
   /** `--request-timeout`: a request's headers, and its whole body, must arrive within this (default 30 s). */
   readonly requestTimeoutMs?: number;
   readonly linkTimeoutMs?: number;
-  /** Floor of every hop's deadline, ms (`--hop-timeout`; default 5 s). */
+  /** Ceiling of every hop's adaptive deadline, ms (`--hop-timeout`; default 5 s). */
   readonly hopTimeoutMs?: number;
+  /** Floor of the adaptive deadline, ms (default 1 s, DEADLINE_FLOOR_MS; library and tests). */
+  readonly hopFloorMs?: number;
   /** How long a peer may take to get ready for its layers, ms (`--ready-timeout`; default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** The cold-start deadline of a newly loaded range's warm-up frame, ms (`--warm-up-timeout`; default 60 s). */
+  readonly warmUpTimeoutMs?: number;
+  /** Quarantine back-off of hung or faulty peers (default 10 s doubling to 5 min; library and tests). */
+  readonly quarantine?: QuarantinePolicy;
   /** `--speculate`, `--draft-model`, `--prefill-chunk` (see HeadSpeculationOptions). */
   readonly speculation?: HeadSpeculationOptions;
   readonly log?: (line: string) => void;
@@ -143,6 +150,8 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       return answer.raw;
     },
     readyTimeoutMs: options.readyTimeoutMs,
+    warmUpTimeoutMs: options.warmUpTimeoutMs,
+    quarantine: options.quarantine,
     speculation: options.speculation,
     prefixCacheBytes: (options.prefixCacheMb ?? 0) * 2 ** 20,
     batching: options.batching,
@@ -151,6 +160,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       minPeers: options.minPeers || undefined,
       peerWaitMs: (options.peerWaitSeconds ?? 60) * 1000,
       hopTimeoutMs: options.hopTimeoutMs,
+      hopFloorMs: options.hopFloorMs,
       observer: tracker,
       verifyFraction: options.verifyFraction,
       onVerify: (result, peerId, detail) => {

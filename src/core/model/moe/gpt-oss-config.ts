@@ -21,6 +21,11 @@ export interface GptOssConfig {
   readonly slidingWindow: number;
 }
 
+/** gpt-oss's sliding layers as ModelConfig's `slidingWindow` / `slidingLayers` (layer-attention.ts applies them). */
+export function gptOssWindows(gptOss: GptOssConfig, numLayers: number): { slidingWindow: number; slidingLayers: boolean[] } {
+  return { slidingWindow: gptOss.slidingWindow, slidingLayers: Array.from({ length: numLayers }, (_, l) => gptOss.slidingLayers.includes(l)) };
+}
+
 export function parseGptOssConfig(fields: MoeFields, numLayers: number): GptOssConfig {
   const types = fields.raw('layer_types') ?? Array.from({ length: numLayers }, (_, l) => (l % 2 === 0 ? 'sliding_attention' : 'full_attention'));
   if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention')) {

@@ -1,8 +1,9 @@
 /**
  * gpt-oss in the shard graph:
  * - attention extras: the per-head sink logits as GroupQueryAttention's `head_sink` input
- *   (softmax over [scores, sink], the sink dropped), `local_window_size` on sliding layers,
- *   and o_proj's bias;
+ *   (softmax over [scores, sink], the sink dropped) and o_proj's bias; the sliding layers'
+ *   window is ModelConfig's `slidingWindow` / `slidingLayers` (gpt-oss-config.ts), which
+ *   layer-attention.ts turns into `local_window_size` as for every architecture;
  * - the MoE block, routed as moe-graph.ts does (per expert: NonZero → Gather rows → expert →
  *   ScatterND), with gpt-oss's router and experts: logits = x Wᵀ + b, top k of the logits,
  *   softmax over those k; gate_up = x W_gu + b_gu with gate and up interleaved (even, odd
@@ -22,15 +23,10 @@ import { expertFloat, expertMxfp4 } from './gpt-oss-weights.ts';
 const typeOf = (dtype: ActivationDtype): OnnxTypeCode => (dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT);
 
 /** What layer `layer`'s attention adds for gpt-oss (nothing for other architectures). */
-export function gptOssAttention(g: GraphBuilder, config: ModelConfig, layer: number, weights: GraphWeights): { sinks?: string; window?: number; oBias?: string } {
+export function gptOssAttention(g: GraphBuilder, config: ModelConfig, layer: number, weights: GraphWeights): { sinks?: string; oBias?: string } {
   const names = gptOssLayerNames(config, layer);
-  const gptOss = config.moe?.gptOss;
-  if (!names || !gptOss) return {};
-  return {
-    sinks: g.initializer(weights.tensor(names.sinks)),
-    ...(gptOss.slidingLayers.includes(layer) ? { window: gptOss.slidingWindow } : {}),
-    oBias: names.oBias,
-  };
+  if (!names) return {};
+  return { sinks: g.initializer(weights.tensor(names.sinks)), oBias: names.oBias };
 }
 
 /** A scalar constant of the activation dtype, named for its layer. */
