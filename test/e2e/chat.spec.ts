@@ -18,24 +18,13 @@ import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { localShardLoader } from '../../src/node/local-shard-loader.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { GatedLink } from '../api/api-harness.ts';
+import { testHeadOptions } from '../fixtures/test-head.ts';
 
 const SCREENSHOT = path.resolve(import.meta.dirname, '../../test-results/chat-mid-answer.png');
 /** The demo's greedy answer to "Hello!" (48 tokens), as the README quotes it. */
 const GREEDY_HELLO = 'As I settle, fragments of vectors aligning like a kaleidoscope. Classification dissol';
 
-const options = (extra: Partial<ServeOptions> = {}): ServeOptions => ({
-  model: 'demo',
-  port: 0,
-  host: '127.0.0.1',
-  localPeers: 0,
-  link: 'relay',
-  headLayers: 'none',
-  maxSessions: 8,
-  device: 'cpu',
-  dtype: 'fp32',
-  threads: 1,
-  ...extra,
-});
+const options = (extra: Partial<ServeOptions> = {}): ServeOptions => testHeadOptions({ model: 'demo', headLayers: 'none', ...extra });
 
 let home: string;
 let serving: ServingHead;
