@@ -262,7 +262,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const current = new Set(this.hops.map((h) => h.lease));
     const releases = this.leases.map((lease) => releaseLease(lease, this.hop, this.releaseTimeoutMs, this.telemetry.releases, current.has(lease) ? keep : undefined));
     const [kept] = await Promise.all([Promise.all(releases), this.speculation.close().catch(() => undefined)]);
-    if (keep && kept.every((k, i) => !current.has(this.leases[i]) || k > 0)) this.prefixes!.kept(keep, this.sequence, this.hops);
+    if (keep) this.prefixes!.kept(keep, this.sequence, this.hops, kept.every((k, i) => !current.has(this.leases[i]) || k > 0));
     this.updated();
     this.markClosed();
   }
