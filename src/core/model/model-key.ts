@@ -20,7 +20,7 @@ export function fnv1a64(text: string): string {
 
 /**
  * Bumped when the graphs built for the same checkpoint change meaning, so cached artifacts of
- * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs; 3: windowed layers read `past_lengths_window`).
+ * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs; 3: windowed layers read `seqlens_k_window`).
  */
 export const GRAPH_FORMAT = 3;
 

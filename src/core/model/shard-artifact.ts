@@ -26,7 +26,10 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // 4: weight formats (#12). 5 (issue 17): past_lengths input, capacity-sized past KV, new.{l}.*
 // outputs and a batch dimension in shard graphs (KV pool, batched decode). 6 (issue 15): the
 // head graph takes logit_positions (logits of several positions, also several sessions' rows).
-export const ARTIFACT_FORMAT = 6;
+// 7 (issue 24): shard graphs take seqlens_k, total_sequence_length and position_ids in place
+// of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer). 8 (issue 22):
+// sliding-window layers read seqlens_k_window / total_sequence_length_window; manifest `window`.
+export const ARTIFACT_FORMAT = 8;
 
 export interface ShardManifest {
   readonly format: number;
@@ -40,7 +43,7 @@ export interface ShardManifest {
   readonly segments: readonly WeightSegment[];
   /**
    * A layers part with sliding-window layers: the window and which of its layers it applies
-   * to. Their KV keeps only the window (KvState), fed with `past_lengths_window`.
+   * to. Their KV keeps only the window (KvState), fed with `seqlens_k_window` / `total_sequence_length_window`.
    */
   readonly window?: KvWindow;
 }

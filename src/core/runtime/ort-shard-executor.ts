@@ -24,9 +24,13 @@ import {
   presentKeyName,
   presentValueName,
   SHARD_INPUT_HIDDEN,
-  SHARD_INPUT_PAST_LENGTHS,
-  SHARD_INPUT_PAST_LENGTHS_WINDOW,
+  SHARD_INPUT_POSITION_IDS,
+  SHARD_INPUT_SEQLENS_K,
+  SHARD_INPUT_TOTAL_LENGTH,
+  SHARD_INPUT_SEQLENS_K_WINDOW,
+  SHARD_INPUT_TOTAL_LENGTH_WINDOW,
   SHARD_OUTPUT_HIDDEN,
+  sequenceInputs,
   type ActivationDtype,
 } from '../model/shard-graph.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
@@ -119,7 +123,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     kvMode?: KvMode,
     /** Most positions one pooled run takes (see MAX_RUN_POSITIONS). */
     private readonly maxRunPositions = MAX_RUN_POSITIONS,
-    /** The part's sliding-window layers (its manifest's `window`): the graph takes `past_lengths_window`. */
+    /** The part's sliding-window layers (its manifest's `window`): the graph takes `seqlens_k_window`. */
     private readonly window?: KvWindow,
   ) {
     this.kvOps = ortKvOps(ort, config, dtype, window);
@@ -201,8 +205,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const hidden = batch === 1 ? steps[0].hidden.data : this.concat(steps.map((s) => s.hidden.data));
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, hidden as Float32Array, [batch, tokens, hiddenSize]),
-      [SHARD_INPUT_PAST_LENGTHS]: new this.ort.Tensor('int32', Int32Array.from(steps, (s) => s.startPosition), [batch]),
-      ...(this.window ? { [SHARD_INPUT_PAST_LENGTHS_WINDOW]: new this.ort.Tensor('int32', Int32Array.from(kvs, (kv) => kv.windowLength), [batch]) } : {}),
+      ...this.sequenceFeeds(steps.map((s) => s.startPosition), tokens),
+      ...this.windowFeeds(kvs.map((kv) => kv.windowLength), tokens),
     };
     const staged = batch === 1 ? undefined : this.staging.begin();
     for (let layer = this.range.start; layer < this.range.end; layer++) {
@@ -249,8 +253,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const { hiddenSize } = this.config;
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, step.hidden.data as Float32Array, [1, step.hidden.tokens, hiddenSize]),
-      [SHARD_INPUT_PAST_LENGTHS]: new this.ort.Tensor('int32', Int32Array.of(step.startPosition), [1]),
-      ...(this.window ? { [SHARD_INPUT_PAST_LENGTHS_WINDOW]: new this.ort.Tensor('int32', Int32Array.of(step.startPosition), [1]) } : {}),
+      ...this.sequenceFeeds([step.startPosition], step.hidden.tokens),
+      ...this.windowFeeds([step.startPosition], step.hidden.tokens),
     };
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const past = kv.past(layer) ?? this.emptyPast();
@@ -276,6 +280,26 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     }
     const out = results[SHARD_OUTPUT_HIDDEN];
     return [{ dtype: this.dtype, data: out.data as FloatArray, tokens: step.hidden.tokens, hiddenSize }];
+  }
+
+  /** seqlens_k, total_sequence_length and position_ids for entries starting at `starts`, `tokens` each. */
+  /** The windowed layers' seqlens_k and total length, from the positions they hold (graphs with windowed layers only). */
+  private windowFeeds(held: readonly number[], tokens: number): Record<string, Tensor> {
+    if (!this.window) return {};
+    const { seqlensK, total } = sequenceInputs(held, tokens);
+    return {
+      [SHARD_INPUT_SEQLENS_K_WINDOW]: new this.ort.Tensor('int32', seqlensK, [held.length]),
+      [SHARD_INPUT_TOTAL_LENGTH_WINDOW]: new this.ort.Tensor('int32', total, []),
+    };
+  }
+
+  private sequenceFeeds(starts: readonly number[], tokens: number): Record<string, Tensor> {
+    const { seqlensK, total, positionIds } = sequenceInputs(starts, tokens);
+    return {
+      [SHARD_INPUT_SEQLENS_K]: new this.ort.Tensor('int32', seqlensK, [starts.length]),
+      [SHARD_INPUT_TOTAL_LENGTH]: new this.ort.Tensor('int32', total, []),
+      [SHARD_INPUT_POSITION_IDS]: new this.ort.Tensor('int64', positionIds, [starts.length, tokens]),
+    };
   }
 
   private runSession(feeds: Record<string, Tensor>, fetches: string[]): Promise<Ort.InferenceSession.ReturnType> {
