@@ -8,6 +8,7 @@ import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { STORIES_DIR } from '../engine/harness.ts';
+import { testHeadOptions } from '../fixtures/test-head.ts';
 import { specFetch } from '../openapi/spec-fetch.ts';
 
 export { STORIES_DIR };
@@ -19,19 +20,7 @@ export function storiesText(ids: readonly number[]): string {
 
 /** A head serving stories260k on 127.0.0.1:0 that runs every layer itself (override any option). */
 export function serveStories(extra: Partial<ServeOptions> = {}): Promise<ServingHead> {
-  return serveHead({
-    model: STORIES_DIR,
-    port: 0,
-    host: '127.0.0.1',
-    localPeers: 0,
-    link: 'relay',
-    headLayers: 'auto',
-    maxSessions: 8,
-    device: 'cpu',
-    dtype: 'fp32',
-    threads: 1,
-    ...extra,
-  });
+  return serveHead(testHeadOptions(extra));
 }
 
 /**

@@ -12,23 +12,12 @@ import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
+import { testHeadOptions } from '../fixtures/test-head.ts';
 
 const MODEL = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 const SCREENSHOT = path.resolve(import.meta.dirname, '../../test-results/dashboard-live.png');
 
-const options = (extra: Partial<ServeOptions> = {}): ServeOptions => ({
-  model: MODEL,
-  port: 0,
-  host: '127.0.0.1',
-  localPeers: 2,
-  link: 'relay',
-  headLayers: 'none',
-  maxSessions: 8,
-  device: 'cpu',
-  dtype: 'fp32',
-  threads: 1,
-  ...extra,
-});
+const options = (extra: Partial<ServeOptions> = {}): ServeOptions => testHeadOptions({ model: MODEL, localPeers: 2, headLayers: 'none', ...extra });
 
 let home: string;
 let serving: ServingHead | undefined;

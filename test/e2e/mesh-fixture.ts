@@ -5,6 +5,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import type { Page } from '@playwright/test';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
+import { testHeadOptions } from '../fixtures/test-head.ts';
 
 export const STORIES_DIR = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 const BIN = path.resolve(import.meta.dirname, '../../bin/meshnet.js');
@@ -15,20 +16,9 @@ export function useTempHome(): string {
   return home;
 }
 
+/** A head over stories260k that holds no layers (tabs and peers hold them). */
 export function startStoriesHead(overrides: Partial<ServeOptions> = {}): Promise<ServingHead> {
-  return serveHead({
-    model: STORIES_DIR,
-    port: 0,
-    host: '127.0.0.1',
-    localPeers: 0,
-    link: 'relay',
-    headLayers: 'none',
-    maxSessions: 8,
-    device: 'cpu',
-    dtype: 'fp32',
-    threads: 1,
-    ...overrides,
-  });
+  return serveHead(testHeadOptions({ headLayers: 'none', ...overrides }));
 }
 
 /** Greedy ids and text of one Node process (`meshnet generate` without speculation, with `extra` flags such as `--weights q4`) for the given prompt ids. */

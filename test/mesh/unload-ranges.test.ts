@@ -7,32 +7,19 @@
  * peer that does not know `unload` keeps its ranges counted. Real ShardPeers, stories260k.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { ShardExecutor } from '../../src/core/runtime/shard-executor.ts';
 import type { ControlMessage, StatsMessage } from '../../src/shared/control.ts';
 import { localShardLoader } from '../../src/node/local-shard-loader.ts';
-import { tempDir } from '../engine/harness.ts';
 import { frameFor, storiesAssign, testActivations } from '../suites/peer-link.suite.ts';
 import { ManualClock } from '../route/manual-clock.ts';
 import { deferred } from '../route/peer-doubles.ts';
-import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from '../route/route-harness.ts';
+import { collect, greedy, inProcessMesh, openSession, PROMPT, useStories } from '../route/route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-let expected: number[];
-beforeAll(async () => {
-  root = await tempDir('unload');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  expected = await oneProcessTokens(ctx, PROMPT, 12);
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('unload', 12);
 
 const text = (ranges: readonly { start: number; end: number }[]) => ranges.map((r) => `[${r.start},${r.end})`).sort().join(' ');
 const stats = async (peer: ShardPeer) => (await peer.handleControl({ kind: 'stats', kvEntries: 0, kvBytes: 0, kvBudgetBytes: 0, tokensServed: 0, framesServed: 0 })) as StatsMessage;
@@ -41,27 +28,27 @@ describe('a peer unloads a range', () => {
   it('frees its executor and KV, gives the weights back to the KV budget, refuses frames for it', async () => {
     const budget = 1 << 30;
     const loaded: ShardExecutor[] = [];
-    const inner = localShardLoader(ctx.model, { device: 'cpu', threads: 1 });
+    const inner = localShardLoader(stories.ctx.model, { device: 'cpu', threads: 1 });
     const peer = new ShardPeer({ loader: { load: async (a) => (loaded.push(await inner.load(a)), loaded.at(-1)!) }, memoryBudgetBytes: budget });
     const small = { start: 0, end: 2 };
     const wide = { start: 0, end: 3 };
-    expect(await peer.handleControl({ ...storiesAssign(ctx.model, small), id: 'a1' })).toMatchObject({ kind: 'ready' });
-    expect(await peer.handleControl({ ...storiesAssign(ctx.model, wide), id: 'a2' })).toMatchObject({ kind: 'ready' });
+    expect(await peer.handleControl({ ...storiesAssign(stories.ctx.model, small), id: 'a1' })).toMatchObject({ kind: 'ready' });
+    expect(await peer.handleControl({ ...storiesAssign(stories.ctx.model, wide), id: 'a2' })).toMatchObject({ kind: 'ready' });
     const [smallWeights, wideWeights] = loaded.map((e) => e.loaded.weightsBytes);
     expect((await stats(peer)).kvBudgetBytes).toBe(budget - smallWeights - wideWeights);
-    const hidden = ctx.model.checkpoint.config.hiddenSize;
+    const hidden = stories.ctx.model.checkpoint.config.hiddenSize;
     const session = randomUUID();
     for (const range of [small, wide]) expect('frame' in (await peer.handleFrame(frameFor({ requestId: 1, sessionId: session, startPosition: 0, activations: testActivations(hidden, 2, 1), range })))).toBe(true);
     expect(peer.kvEntries).toBe(2);
 
-    const answer = await peer.handleControl({ kind: 'unload', id: 'u1', modelKey: ctx.model.key, range: small });
+    const answer = await peer.handleControl({ kind: 'unload', id: 'u1', modelKey: stories.ctx.model.key, range: small });
     expect(answer).toEqual({ kind: 'unloaded', id: 'u1', range: small, loaded: true, freedEntries: 1 });
     expect(text(peer.ranges)).toBe('[0,3)');
     expect(peer.kvEntries).toBe(1);
     expect((await stats(peer)).kvBudgetBytes, 'only what is loaded counts against the budget').toBe(budget - wideWeights);
     const refused = await peer.handleFrame(frameFor({ requestId: 2, sessionId: randomUUID(), startPosition: 0, activations: testActivations(hidden, 1, 2), range: small }));
     expect(refused).toMatchObject({ error: { code: 'not_ready' } });
-    expect(await peer.handleControl({ kind: 'unload', id: 'u2', modelKey: ctx.model.key, range: small })).toMatchObject({ kind: 'unloaded', loaded: false, freedEntries: 0 });
+    expect(await peer.handleControl({ kind: 'unload', id: 'u2', modelKey: stories.ctx.model.key, range: small })).toMatchObject({ kind: 'unloaded', loaded: false, freedEntries: 0 });
     expect('frame' in (await peer.handleFrame(frameFor({ requestId: 3, sessionId: session, startPosition: 2, activations: testActivations(hidden, 1, 3), range: wide })))).toBe(true);
     await peer.dispose();
   });
@@ -69,7 +56,7 @@ describe('a peer unloads a range', () => {
   it('waits for a step running on the range before it frees it', async () => {
     const gate = deferred();
     const entered = deferred();
-    const inner = localShardLoader(ctx.model, { device: 'cpu', threads: 1 });
+    const inner = localShardLoader(stories.ctx.model, { device: 'cpu', threads: 1 });
     let disposed = false;
     const peer = new ShardPeer({
       loader: {
@@ -84,10 +71,10 @@ describe('a peer unloads a range', () => {
       memoryBudgetBytes: 1 << 30,
     });
     const range = { start: 0, end: 2 };
-    await peer.handleControl(storiesAssign(ctx.model, range));
-    const step = peer.handleFrame(frameFor({ requestId: 1, sessionId: randomUUID(), startPosition: 0, activations: testActivations(ctx.model.checkpoint.config.hiddenSize, 2, 4), range }));
+    await peer.handleControl(storiesAssign(stories.ctx.model, range));
+    const step = peer.handleFrame(frameFor({ requestId: 1, sessionId: randomUUID(), startPosition: 0, activations: testActivations(stories.ctx.model.checkpoint.config.hiddenSize, 2, 4), range }));
     await entered.promise;
-    const unloading = peer.handleControl({ kind: 'unload', id: 'u', modelKey: ctx.model.key, range });
+    const unloading = peer.handleControl({ kind: 'unload', id: 'u', modelKey: stories.ctx.model.key, range });
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(disposed).toBe(false);
     gate.resolve();
@@ -120,10 +107,10 @@ class OldPeerLink implements PeerLink {
 describe('the mesh unloads ranges no plan uses', () => {
   it('peers leaving and joining: stale ranges go after the grace period, the plan\'s stay, a leased one only after its session', async () => {
     const clock = new ManualClock();
-    const t = inProcessMesh(ctx, 3, undefined, { clock, unloadGraceMs: 5000 });
+    const t = inProcessMesh(stories.ctx, 3, undefined, { clock, unloadGraceMs: 5000 });
     const run = async () => {
-      const session = openSession(ctx, t.provider, greedy(12), undefined, { clock }, PROMPT);
-      expect((await collect(session)).ids).toEqual(expected);
+      const session = openSession(stories.ctx, t.provider, greedy(12), undefined, { clock }, PROMPT);
+      expect((await collect(session)).ids).toEqual(stories.expected);
       await session.closed;
     };
     const settle = async (ms: number) => {
@@ -137,10 +124,10 @@ describe('the mesh unloads ranges no plan uses', () => {
     await run(); // p1 [0,3) p2 [3,5), loaded beside the old ranges
     expect([holds('p1'), holds('p2')]).toEqual(['[0,2) [0,3)', '[2,4) [3,5)']);
     // A session on the two-peer route, held open (one token out) while a third peer joins.
-    const held = openSession(ctx, t.provider, greedy(12), undefined, { clock }, PROMPT);
+    const held = openSession(stories.ctx, t.provider, greedy(12), undefined, { clock }, PROMPT);
     const iterator = held[Symbol.asyncIterator]();
     await iterator.next();
-    const spare = new ShardPeer({ loader: localShardLoader(ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes: 1 << 30 });
+    const spare = new ShardPeer({ loader: localShardLoader(stories.ctx.model, { device: 'cpu', threads: 1 }), memoryBudgetBytes: 1 << 30 });
     t.mesh.addPeer({ id: 'p4', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(spare) });
     expect(planned()).toEqual({ p1: '[0,2)', p2: '[2,4)', p4: '[4,5)' });
     await run(); // loads p4 [4,5)
@@ -160,10 +147,10 @@ describe('the mesh unloads ranges no plan uses', () => {
 
   it('under steady traffic (a session closing every second) a stale range still goes after the grace period, a range in use does not', async () => {
     const clock = new ManualClock();
-    const t = inProcessMesh(ctx, 2, undefined, { clock, unloadGraceMs: 5000 });
+    const t = inProcessMesh(stories.ctx, 2, undefined, { clock, unloadGraceMs: 5000 });
     const run = async () => {
-      const session = openSession(ctx, t.provider, greedy(4), undefined, { clock }, PROMPT);
-      expect((await collect(session)).ids).toEqual(expected.slice(0, 4));
+      const session = openSession(stories.ctx, t.provider, greedy(4), undefined, { clock }, PROMPT);
+      expect((await collect(session)).ids).toEqual(stories.expected.slice(0, 4));
       await session.closed;
     };
     const second = async () => {
@@ -186,7 +173,7 @@ describe('the mesh unloads ranges no plan uses', () => {
   it('a peer that does not know unload keeps its ranges counted, and is asked once', async () => {
     const clock = new ManualClock();
     let old!: OldPeerLink;
-    const t = inProcessMesh(ctx, 2, (id, peer) => (id === 'p1' ? (old = new OldPeerLink(new InProcessLink(peer))) : new InProcessLink(peer)), { clock, unloadGraceMs: 5000 });
+    const t = inProcessMesh(stories.ctx, 2, (id, peer) => (id === 'p1' ? (old = new OldPeerLink(new InProcessLink(peer))) : new InProcessLink(peer)), { clock, unloadGraceMs: 5000 });
     await t.mesh.prepare();
     t.mesh.removePeer('p2'); // p1 now needs [0, 5); its old range is stale
     await t.mesh.prepare();

@@ -4,7 +4,7 @@
  * the rest. Through real stories260k peers: the same logits as a sequential prefill (within
  * 1e-5, every step), and a peer lost, a cache miss or a cancellation in the middle of one.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { cutChunks, MIN_PREFILL_CHUNK, prefillChunkSize, runPipelined, type Chunk } from '../../src/core/route/pipelined-prefill.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -12,9 +12,9 @@ import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
-import { maxAbsDiff, tempDir } from '../engine/harness.ts';
+import { maxAbsDiff } from '../engine/harness.ts';
 import { deferred } from './peer-doubles.ts';
-import { collect, greedy, inProcessMesh, openSession, openStories, type StoriesContext } from './route-harness.ts';
+import { collect, greedy, inProcessMesh, openSession, useStories } from './route-harness.ts';
 
 const block = (tokens: number): Activations => ({ dtype: 'fp32', data: Float32Array.from({ length: tokens * 2 }, (_, i) => i), tokens, hiddenSize: 2 });
 
@@ -78,17 +78,7 @@ describe('the schedule', () => {
   });
 });
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-beforeAll(async () => {
-  root = await tempDir('pipelined');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('pipelined');
 
 /** A 200-token prompt: 4 chunks of 64, 64, 64 and 8. */
 const PROMPT = Array.from({ length: 200 }, (_, i) => 3 + ((i * 37) % 500));
@@ -98,10 +88,10 @@ const CHUNK = 64;
 function recordingHead(): { head: HeadRunner; logits: Float32Array[] } {
   const logits: Float32Array[] = [];
   const head: HeadRunner = {
-    device: ctx.head.device,
-    embed: (ids) => ctx.head.embed(ids),
+    device: stories.ctx.head.device,
+    embed: (ids) => stories.ctx.head.embed(ids),
     logits: async (hidden, rows) => {
-      const out = await ctx.head.logits(hidden, rows);
+      const out = await stories.ctx.head.logits(hidden, rows);
       logits.push(out.slice());
       return out;
     },
@@ -134,14 +124,14 @@ class WatchedLink implements PeerLink {
 
 async function generate(hops: number, prefillChunk: number, setup?: (links: Map<string, WatchedLink>, t: ReturnType<typeof inProcessMesh>) => void, signal?: AbortSignal) {
   const links = new Map<string, WatchedLink>();
-  const t = inProcessMesh(ctx, hops, (id, peer) => {
+  const t = inProcessMesh(stories.ctx, hops, (id, peer) => {
     const link = new WatchedLink(new InProcessLink(peer));
     links.set(id, link);
     return link;
   });
   setup?.(links, t);
   const { head, logits } = recordingHead();
-  const session = openSession(ctx, t.provider, greedy(8), signal, { head, prefillChunk }, PROMPT, 'off');
+  const session = openSession(stories.ctx, t.provider, greedy(8), signal, { head, prefillChunk }, PROMPT, 'off');
   const { ids } = await collect(session);
   return { ids, logits, links, session, t };
 }

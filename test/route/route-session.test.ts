@@ -3,34 +3,24 @@
  * ShardPeers running stories260k shards: hops, cache-miss re-prefill, peer loss,
  * cancellation and cleanup.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { RouteUnavailableError } from '../../src/core/mesh/plan-error.ts';
-import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
+import { STORIES_GOLDEN } from '../engine/harness.ts';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { CountingLink, FaultyPeer, GateLink } from './peer-doubles.ts';
-import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, openStories, PROMPT, type StoriesContext } from './route-harness.ts';
+import { collect, greedy, inProcessMesh, oneProcessTokens, openSession, PROMPT, useStories } from './route-harness.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 
 const FP32 = weightSpec('fp32');
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-beforeAll(async () => {
-  root = await tempDir('route');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('route');
 
 describe('RouteSession', () => {
   for (const hops of [1, 2, 3]) {
     it(`prefill and decode over ${hops} hop(s) give the one-process tokens`, async () => {
-      const t = inProcessMesh(ctx, hops);
-      const session = openSession(ctx, t.provider, greedy());
+      const t = inProcessMesh(stories.ctx, hops);
+      const session = openSession(stories.ctx, t.provider, greedy());
       const { ids, done } = await collect(session);
       expect(ids).toEqual(STORIES_GOLDEN);
       expect(done).toMatchObject({ type: 'done', finishReason: 'length', usage: { promptTokens: 1, completionTokens: 32 } });
@@ -43,9 +33,9 @@ describe('RouteSession', () => {
   }
 
   it('cache miss: one hop evicted mid-generation is rebuilt alone, tokens unchanged', async () => {
-    const t = inProcessMesh(ctx, 3);
+    const t = inProcessMesh(stories.ctx, 3);
     // Without drafts, so every hop serves each position once (speculative-steps.test.ts has the speculative cases).
-    const session = openSession(ctx, t.provider, greedy(), undefined, {}, [1], 'off');
+    const session = openSession(stories.ctx, t.provider, greedy(), undefined, {}, [1], 'off');
     const { ids } = await collect(session, (n) => {
       if (n === 10) t.peers.get('p2')!.evictAll();
     });
@@ -61,8 +51,8 @@ describe('RouteSession', () => {
   });
 
   it('peer loss: a hop whose link drops is replaced by another peer, tokens unchanged', async () => {
-    const t = inProcessMesh(ctx, 3);
-    const session = openSession(ctx, t.provider, greedy());
+    const t = inProcessMesh(stories.ctx, 3);
+    const session = openSession(stories.ctx, t.provider, greedy());
     const { ids } = await collect(session, async (n) => {
       if (n === 12) await (t.links.get('p3') as InProcessLink).close('peer vanished');
     });
@@ -77,8 +67,8 @@ describe('RouteSession', () => {
   });
 
   it('peer loss with no replacement ends the session with route unavailable', async () => {
-    const t = inProcessMesh(ctx, 1);
-    const session = openSession(ctx, t.provider, greedy());
+    const t = inProcessMesh(stories.ctx, 1);
+    const session = openSession(stories.ctx, t.provider, greedy());
     await expect(
       collect(session, async (n) => {
         if (n === 3) await (t.links.get('p1') as InProcessLink).close('gone');
@@ -91,13 +81,13 @@ describe('RouteSession', () => {
 
   it('cancellation: abort mid-decode sends no further frame and every hop frees its KV', async () => {
     const counting: CountingLink[] = [];
-    const t = inProcessMesh(ctx, 3, (_, peer) => {
+    const t = inProcessMesh(stories.ctx, 3, (_, peer) => {
       const link = new CountingLink(new InProcessLink(peer));
       counting.push(link);
       return link;
     });
     const controller = new AbortController();
-    const session = openSession(ctx, t.provider, greedy(), controller.signal);
+    const session = openSession(stories.ctx, t.provider, greedy(), controller.signal);
     let framesAtAbort = 0;
     const frames = () => counting.reduce((sum, link) => sum + link.frames, 0);
     await expect(
@@ -118,21 +108,21 @@ describe('RouteSession', () => {
   });
 
   it('cleanup: after many finished, failed and cancelled sessions no hop holds KV and no lease is open', async () => {
-    const t = inProcessMesh(ctx, 2);
+    const t = inProcessMesh(stories.ctx, 2);
     for (let i = 0; i < 12; i++) {
       const kind = i % 3;
       if (kind === 0) {
-        await collect(openSession(ctx, t.provider, greedy(4 + i)));
+        await collect(openSession(stories.ctx, t.provider, greedy(4 + i)));
       } else if (kind === 1) {
         // Fails mid-route: a prompt id outside the vocabulary is refused by the head's embedding.
-        await expect(collect(openSession(ctx, t.provider, greedy(), undefined, {}, [1, 9999]))).rejects.toThrow(/outside the vocabulary/);
+        await expect(collect(openSession(stories.ctx, t.provider, greedy(), undefined, {}, [1, 9999]))).rejects.toThrow(/outside the vocabulary/);
       } else {
         const controller = new AbortController();
-        await expect(collect(openSession(ctx, t.provider, greedy(), controller.signal), (n) => (n === 2 ? controller.abort() : undefined))).rejects.toMatchObject({ name: 'AbortError' });
+        await expect(collect(openSession(stories.ctx, t.provider, greedy(), controller.signal), (n) => (n === 2 ? controller.abort() : undefined))).rejects.toMatchObject({ name: 'AbortError' });
       }
     }
     // A consumer that stops iterating early also closes the session.
-    const early = openSession(ctx, t.provider, greedy());
+    const early = openSession(stories.ctx, t.provider, greedy());
     for await (const event of early) if (event.type === 'token') break;
     await t.provider.allClosed();
     for (const peer of t.peers.values()) expect(peer.kvEntries).toBe(0);
@@ -141,8 +131,8 @@ describe('RouteSession', () => {
   });
 
   it('the close path runs once even when close is called again', async () => {
-    const t = inProcessMesh(ctx, 2);
-    const session = openSession(ctx, t.provider, greedy(3));
+    const t = inProcessMesh(stories.ctx, 2);
+    const session = openSession(stories.ctx, t.provider, greedy(3));
     await collect(session);
     await session.close();
     await session.close('error');
@@ -159,14 +149,14 @@ describe('memory budget', () => {
     const { InProcessLink } = await import('../../src/core/runtime/in-process-link.ts');
     const { meshModel } = await import('../../src/node/mesh-model.ts');
     const { createPeer, CountingProvider } = await import('./route-harness.ts');
-    const { artifact } = await getShardArtifact(ctx.model.checkpoint, ctx.model.key, { kind: 'layers', range: { start: 0, end: 5 } }, 'fp32', FP32);
+    const { artifact } = await getShardArtifact(stories.ctx.model.checkpoint, stories.ctx.model.key, { kind: 'layers', range: { start: 0, end: 5 } }, 'fp32', FP32);
     const kvPerPosition = 5 * 2 * 4 * 8 * 4; // layers × (key, value) × kv heads × head dim × fp32
-    const peer = createPeer(ctx, artifact.manifest.weightsLength + 40 * kvPerPosition);
-    const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none' });
+    const peer = createPeer(stories.ctx, artifact.manifest.weightsLength + 40 * kvPerPosition);
+    const mesh = new Mesh(meshModel(stories.ctx.model, 'stories260k', 'fp32', FP32), { headLayers: 'none' });
     mesh.addPeer({ id: 'small', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(peer) });
     const provider = new CountingProvider(mesh);
-    const a = openSession(ctx, provider, greedy());
-    const b = openSession(ctx, provider, greedy());
+    const a = openSession(stories.ctx, provider, greedy());
+    const b = openSession(stories.ctx, provider, greedy());
     const [ra, rb] = await Promise.all([collect(a), collect(b)]);
     expect(ra.ids).toEqual(STORIES_GOLDEN);
     expect(rb.ids).toEqual(STORIES_GOLDEN);
@@ -184,7 +174,7 @@ describe('a hop that stops answering', () => {
     const { InProcessLink } = await import('../../src/core/runtime/in-process-link.ts');
     let frames = 0;
     // p2 answers 8 frames, then hangs: its link gives up as a SocketLink with a timeout would.
-    const t = inProcessMesh(ctx, 3, (id, peer) => {
+    const t = inProcessMesh(stories.ctx, 3, (id, peer) => {
       const inner = new InProcessLink(peer);
       if (id !== 'p2') return inner;
       return Object.assign(Object.create(inner) as InProcessLink, {
@@ -195,7 +185,7 @@ describe('a hop that stops answering', () => {
         },
       });
     });
-    const session = openSession(ctx, t.provider, greedy());
+    const session = openSession(stories.ctx, t.provider, greedy());
     const { ids } = await collect(session);
     expect(ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', hop: 1, lostPeerId: 'p2' })]);
@@ -205,16 +195,16 @@ describe('a hop that stops answering', () => {
 describe('the end of a session does not hold up its client', () => {
   it("the done event (the client's [DONE]) arrives while a hop's release is held back; closed resolves once it is let through", async () => {
     const gates: GateLink[] = [];
-    const t = inProcessMesh(ctx, 2, (_, peer) => {
+    const t = inProcessMesh(stories.ctx, 2, (_, peer) => {
       const gate = new GateLink(new InProcessLink(peer));
       gates.push(gate);
       return gate;
     });
     gates[1].holdReleases = true;
     const settled: string[] = [];
-    const session = openSession(ctx, t.provider, greedy(12), undefined, { onSettled: (tm) => settled.push(tm.outcome) }, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(12), undefined, { onSettled: (tm) => settled.push(tm.outcome) }, PROMPT);
     const { ids, done } = await collect(session);
-    expect(ids).toEqual(await oneProcessTokens(ctx, PROMPT, 12));
+    expect(ids).toEqual(await oneProcessTokens(stories.ctx, PROMPT, 12));
     expect(done).toMatchObject({ type: 'done', finishReason: 'length' });
     // The iteration ended (the client was answered) with a release still held.
     await gates[1].releaseHeld.promise;
@@ -233,14 +223,14 @@ describe('the end of a session does not hold up its client', () => {
 
   it('abort while a frame is in flight (held at a gate): no frame after the abort, every hop released', async () => {
     const gates: GateLink[] = [];
-    const t = inProcessMesh(ctx, 3, (_, peer) => {
+    const t = inProcessMesh(stories.ctx, 3, (_, peer) => {
       const gate = new GateLink(new InProcessLink(peer));
       gates.push(gate);
       return gate;
     });
     gates[1].open = 5; // the middle hop holds its sixth frame
     const controller = new AbortController();
-    const session = openSession(ctx, t.provider, greedy(), controller.signal, {}, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(), controller.signal, {}, PROMPT);
     const running = collect(session).catch((e: unknown) => e);
     await gates[1].held.promise;
     const framesAtAbort = gates.map((g) => g.frames);
@@ -258,12 +248,12 @@ describe('the end of a session does not hold up its client', () => {
 
   it('a cache miss during a replay: the next hop loses its KV while the first is being rebuilt; both rebuilt, tokens unchanged', async () => {
     let faulty!: FaultyPeer;
-    const t = inProcessMesh(ctx, 3, (id, peer) => {
+    const t = inProcessMesh(stories.ctx, 3, (id, peer) => {
       if (id !== 'p1') return new InProcessLink(peer);
       faulty = new FaultyPeer(peer, 'nan', Infinity); // never faulty: only its frame hook is used
       return new InProcessLink(faulty);
     });
-    const session = openSession(ctx, t.provider, greedy(16), undefined, {}, PROMPT);
+    const session = openSession(stories.ctx, t.provider, greedy(16), undefined, {}, PROMPT);
     faulty.onFrame = (bytes) => {
       // p1 receives a replay (a prefill of more than the prompt): p2 loses its KV meanwhile.
       const frame = decodeFrame(bytes);
@@ -272,7 +262,7 @@ describe('the end of a session does not hold up its client', () => {
     const { ids } = await collect(session, (n) => {
       if (n === 6) t.peers.get('p1')!.evictAll();
     });
-    expect(ids).toEqual(await oneProcessTokens(ctx, PROMPT, 16));
+    expect(ids).toEqual(await oneProcessTokens(stories.ctx, PROMPT, 16));
     expect(session.telemetry.repairs.map((r) => [r.kind, r.peerId])).toEqual([
       ['cache_miss', 'p1'],
       ['cache_miss', 'p2'],

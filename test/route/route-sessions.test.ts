@@ -5,7 +5,7 @@
  * disposes a request's token constraint.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ContextLengthError, generationLimits } from '../../src/core/model/generation-limits.ts';
 import { PeerWaitError, SessionLimitError, ShuttingDownError } from '../../src/core/route/route-errors.ts';
 import type { RouteSessionDeps } from '../../src/core/route/route-session.ts';
@@ -13,31 +13,18 @@ import { RouteSessions, type RouteSessionsOptions } from '../../src/core/route/r
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { TokenConstraint, TokenMask } from '../../src/core/sampling/index.ts';
 import { mapError } from '../../src/node/openai/errors.ts';
-import { tempDir } from '../engine/harness.ts';
 import { ManualClock } from './manual-clock.ts';
 import { GateLink } from './peer-doubles.ts';
-import { collect, createPeer, inProcessMesh, oneProcessTokens, openStories, PROMPT, type StoriesContext, type TestMesh } from './route-harness.ts';
+import { collect, createPeer, inProcessMesh, PROMPT, type TestMesh, useStories } from './route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-let expected: number[];
-beforeAll(async () => {
-  root = await tempDir('route-sessions');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  expected = await oneProcessTokens(ctx, PROMPT, 12);
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('route-sessions', 12);
 
 function table(t: TestMesh, extra: Partial<Omit<RouteSessionsOptions, 'session'>> & { session?: Partial<RouteSessionDeps> } = {}): RouteSessions {
   return new RouteSessions({
-    limits: generationLimits(ctx.model.checkpoint.config, ctx.tokenizer),
+    limits: generationLimits(stories.ctx.model.checkpoint.config, stories.ctx.tokenizer),
     maxSessions: 8,
     ...extra,
-    session: { head: ctx.head, route: t.provider, vocabSize: ctx.model.checkpoint.config.vocabSize, tokenizer: ctx.tokenizer, policy: { backoff: { baseMs: 0, maxMs: 0 } }, ...extra.session },
+    session: { head: stories.ctx.head, route: t.provider, vocabSize: stories.ctx.model.checkpoint.config.vocabSize, tokenizer: stories.ctx.tokenizer, policy: { backoff: { baseMs: 0, maxMs: 0 } }, ...extra.session },
   });
 }
 
@@ -46,7 +33,7 @@ const request = (extra: { maxTokens?: number; promptIds?: number[] } = {}) => ({
 /** A mesh of two in-process peers whose links hold frames at a gate (open by default). */
 function gatedMesh(): { t: TestMesh; gates: GateLink[] } {
   const gates: GateLink[] = [];
-  const t = inProcessMesh(ctx, 2, (_, peer) => {
+  const t = inProcessMesh(stories.ctx, 2, (_, peer) => {
     const gate = new GateLink(new InProcessLink(peer));
     gates.push(gate);
     return gate;
@@ -56,10 +43,10 @@ function gatedMesh(): { t: TestMesh; gates: GateLink[] } {
 
 describe('the session table', () => {
   it('gives the one-process tokens for a 9-token prompt, with the model EOS as stop tokens', async () => {
-    const t = inProcessMesh(ctx, 2);
+    const t = inProcessMesh(stories.ctx, 2);
     const sessions = table(t);
     const session = await sessions.open(request());
-    expect((await collect(session)).ids).toEqual(expected);
+    expect((await collect(session)).ids).toEqual(stories.expected);
     expect(session.telemetry.promptTokens).toBe(9);
     await session.closed;
     expect(sessions.live).toBe(0);
@@ -67,8 +54,8 @@ describe('the session table', () => {
   });
 
   it('refuses a prompt plus max_tokens past the context with ContextLengthError (400 context_length_exceeded at the edge)', async () => {
-    const sessions = table(inProcessMesh(ctx, 1));
-    const context = ctx.model.checkpoint.config.maxPositionEmbeddings; // 512
+    const sessions = table(inProcessMesh(stories.ctx, 1));
+    const context = stories.ctx.model.checkpoint.config.maxPositionEmbeddings; // 512
     const error = await sessions.open(request({ maxTokens: context - PROMPT.length + 1 })).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ContextLengthError);
     expect(error).toMatchObject({ contextLength: context, promptTokens: 9, requestedTokens: 504 });
@@ -99,10 +86,10 @@ describe('the session table', () => {
     expect(http.message).toBe('the server is running its maximum of 1 sessions; retry shortly');
     expect(refused).toHaveLength(1);
     gates[1].release();
-    expect((await running).ids).toEqual(expected);
+    expect((await running).ids).toEqual(stories.expected);
     expect(sessions.live).toBe(0); // freed at the outcome, before the releases finish
     const second = await sessions.open(request());
-    expect((await collect(second)).ids).toEqual(expected);
+    expect((await collect(second)).ids).toEqual(stories.expected);
   });
 
   it('a client that disconnects frees its slot synchronously: with --max-sessions 1 a retry right after is admitted 20 times out of 20', async () => {
@@ -135,7 +122,7 @@ describe('the session table', () => {
 
   it('--min-peers: a request waits on the clock for peers, then gets PeerWaitError (503); a peer joining during the wait lets it through', async () => {
     const clock = new ManualClock();
-    const t = inProcessMesh(ctx, 0);
+    const t = inProcessMesh(stories.ctx, 0);
     const quorum = { count: 1, waitMs: 3000, joined: () => t.mesh.remotePeerCount, onChange: (l: () => void) => t.mesh.onChange(l) };
     const sessions = table(t, { session: { clock }, minPeers: quorum });
     const waiting = sessions.open(request()).catch((e: unknown) => e);
@@ -148,10 +135,10 @@ describe('the session table', () => {
 
     const let_through = sessions.open(request());
     clock.advance(1000);
-    t.mesh.addPeer({ id: 'late', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)) });
+    t.mesh.addPeer({ id: 'late', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(stories.ctx)) });
     const session = await let_through;
     expect(clock.pending).toBe(0); // the wait's timer was cancelled
-    expect((await collect(session)).ids).toEqual(expected);
+    expect((await collect(session)).ids).toEqual(stories.expected);
   });
 
   it('shutdown with live sessions: all end as cancelled, without repairs, every hop released; new sessions are refused', async () => {
@@ -202,11 +189,11 @@ describe('the session table', () => {
         this.disposed++;
       }
     }
-    const sessions = table(inProcessMesh(ctx, 2), { maxSessions: 1 });
+    const sessions = table(inProcessMesh(stories.ctx, 2), { maxSessions: 1 });
     const constraint = new RecordingConstraint();
     const session = await sessions.open({ ...request(), constraint });
     const { ids } = await collect(session);
-    expect(ids).toEqual(expected); // a mask of undefined changes nothing
+    expect(ids).toEqual(stories.expected); // a mask of undefined changes nothing
     expect(constraint.accepted.slice(0, ids.length)).toEqual(ids);
     expect(constraint.disposed).toBe(1);
     await session.closed;

@@ -6,7 +6,7 @@
  * give alone with the same seed and mode. A gated first hop makes the first batch certain.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { decodeBatchFrame, isBatchFrame } from '../../src/core/frames/batch-frame-codec.ts';
 import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
@@ -17,9 +17,8 @@ import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import { validateSamplingParams, type SamplingParams } from '../../src/core/sampling/index.ts';
 import type { SpeculateMode } from '../../src/core/speculation/drafter.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
-import { tempDir } from '../engine/harness.ts';
 import { GateLink } from './peer-doubles.ts';
-import { collect, inProcessMesh, openStories, type StoriesContext } from './route-harness.ts';
+import { collect, inProcessMesh, useStories } from './route-harness.ts';
 
 /** Counts what leaves for a peer below the mesh's BatchingLink: batched frames, and their entries of several positions. */
 class BatchCounter implements PeerLink {
@@ -45,29 +44,19 @@ class BatchCounter implements PeerLink {
   }
 }
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-beforeAll(async () => {
-  root = await tempDir('speculative-batching');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('speculative-batching');
 
 // Prompts inside stories260k's repetitive golden text, so prompt lookup drafts from the start.
 const PROMPTS = [[1], [1, 461], [1, 461, 461, 401], [1, 461, 461, 401, 401, 401]];
 const greedy = validateSamplingParams({ temperature: 0, maxTokens: 24 });
 const sampled = (seed: number) => validateSamplingParams({ temperature: 0.8, topP: 0.95, seed, maxTokens: 24 });
 
-function session(provider: RouteProvider, promptIds: number[], params: SamplingParams, speculate: SpeculateMode, head: HeadRunner = ctx.head): RouteSession {
-  return new RouteSession({ head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } }, { sessionId: randomUUID(), promptIds, params, speculate });
+function session(provider: RouteProvider, promptIds: number[], params: SamplingParams, speculate: SpeculateMode, head: HeadRunner = stories.ctx.head): RouteSession {
+  return new RouteSession({ head, route: provider, vocabSize: stories.ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } }, { sessionId: randomUUID(), promptIds, params, speculate });
 }
 
 it('greedy sessions speculating together in batched frames give the tokens each gives alone without speculation; sampled ones their own seed’s', async () => {
-  const plain = inProcessMesh(ctx, 2);
+  const plain = inProcessMesh(stories.ctx, 2);
   const expectedGreedy = [];
   for (const prompt of PROMPTS) expectedGreedy.push((await collect(session(plain.provider, prompt, greedy, 'off'))).ids);
   const expectedSampled = [];
@@ -75,7 +64,7 @@ it('greedy sessions speculating together in batched frames give the tokens each 
 
   const counters = new Map<string, BatchCounter>();
   const gates = new Map<string, GateLink>();
-  const m = inProcessMesh(ctx, 2, (id, peer) => {
+  const m = inProcessMesh(stories.ctx, 2, (id, peer) => {
     const counter = new BatchCounter(new InProcessLink(peer));
     counters.set(id, counter);
     const gate = new GateLink(counter);
@@ -85,7 +74,7 @@ it('greedy sessions speculating together in batched frames give the tokens each 
   // Hold the first hop until every session is under way, so their steps leave together.
   const gate = gates.get('p1')!;
   gate.hold(0);
-  const head = new BatchingHeadRunner(ctx.head);
+  const head = new BatchingHeadRunner(stories.ctx.head);
   const sessions = [...PROMPTS.map((p) => session(m.provider, p, greedy, 'ngram', head)), ...PROMPTS.map((p, i) => session(m.provider, p, sampled(50 + i), 'ngram', head))];
   const runs = sessions.map((s) => collect(s));
   await gate.held.promise;

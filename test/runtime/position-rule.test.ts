@@ -7,7 +7,7 @@
  * only lowers the length the graph reads.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { decodeFrame, encodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { loadShardExecutor } from '../../src/core/runtime/ort-loader.ts';
@@ -17,34 +17,24 @@ import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
 import { assignedWeights } from '../../src/core/peer/shard-loader.ts';
 import type { AssignMessage } from '../../src/shared/control.ts';
 import { configSummary } from '../../src/node/mesh-model.ts';
-import { maxAbsDiff, tempDir } from '../engine/harness.ts';
-import { openStories, type StoriesContext } from '../route/route-harness.ts';
+import { maxAbsDiff } from '../engine/harness.ts';
+import { type StoriesContext, useStories } from '../route/route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-beforeAll(async () => {
-  root = await tempDir('position-rule');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('position-rule');
 
 const RANGE = { start: 0, end: 5 };
 
 function assign(): AssignMessage {
-  return { kind: 'assign', modelKey: ctx.model.key, model: 'stories260k', range: RANGE, dtype: 'fp32', artifactUrl: '/unused', config: configSummary(ctx.model) };
+  return { kind: 'assign', modelKey: stories.ctx.model.key, model: 'stories260k', range: RANGE, dtype: 'fp32', artifactUrl: '/unused', config: configSummary(stories.ctx.model) };
 }
 
 /** A ShardPeer holding all of stories260k, its KV pooled (the default on CPU) or replaced per step (WebGPU's mode). */
 async function peer(kvMode: 'pool' | 'replace' = 'pool'): Promise<ShardPeer> {
   const loader = {
     async load(message: AssignMessage): Promise<ShardExecutor> {
-      const { artifact } = await getShardArtifact(ctx.model.checkpoint, ctx.model.key, { kind: 'layers', range: message.range }, message.dtype, assignedWeights(message));
+      const { artifact } = await getShardArtifact(stories.ctx.model.checkpoint, stories.ctx.model.key, { kind: 'layers', range: message.range }, message.dtype, assignedWeights(message));
       const options = await nodeLoaderOptions({ device: 'cpu', threads: 1, dtype: message.dtype });
-      return loadShardExecutor(ctx.model.checkpoint.config, artifact, ctx.model.checkpoint.source, { ...options, kvMode }) as Promise<ShardExecutor>;
+      return loadShardExecutor(stories.ctx.model.checkpoint.config, artifact, stories.ctx.model.checkpoint.source, { ...options, kvMode }) as Promise<ShardExecutor>;
     },
   };
   const p = new ShardPeer({ loader, memoryBudgetBytes: 1 << 30 });
@@ -53,7 +43,7 @@ async function peer(kvMode: 'pool' | 'replace' = 'pool'): Promise<ShardPeer> {
 }
 
 async function send(p: ShardPeer, sessionId: string, ids: number[], startPosition: number): Promise<Activations> {
-  const reply = await p.handleFrame(encodeFrame({ kind: startPosition === 0 ? 'prefill' : 'decode', requestId: 1, sessionId, startPosition, range: RANGE, activations: await ctx.head.embed(ids) }));
+  const reply = await p.handleFrame(encodeFrame({ kind: startPosition === 0 ? 'prefill' : 'decode', requestId: 1, sessionId, startPosition, range: RANGE, activations: await stories.ctx.head.embed(ids) }));
   if ('error' in reply) throw Object.assign(new Error(reply.error.message), { code: reply.error.code });
   return decodeFrame(reply.frame).activations;
 }

@@ -7,6 +7,14 @@
  *
  * The head cannot see a peer's eviction: a fork from an entry a hop no longer holds answers
  * `cache_miss`, the session starts cold and the entry is forgotten here.
+ *
+ * Each prefix once per hop (issue 27): a finished session's KV is kept under the id of the
+ * entry its tokens equal or extend (`idFor`), so the peer's keep replaces that entry (a peer
+ * keeps one entry per id) instead of adding a copy; a session whose tokens equal a held
+ * entry keeps nothing (`isHeld`); sessions finishing at once with the same tokens share one
+ * pending id. 100 identical requests leave one entry per hop, and the entries (and memory)
+ * follow the distinct token sequences. Sequences that only share a head (two answers to one
+ * system prompt) are two entries, each with its own copy of the shared positions.
  */
 import type { LayerRange } from '../model/types.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
@@ -50,9 +58,14 @@ function commonPrefix(a: readonly number[], b: readonly number[]): number {
   return i;
 }
 
+const hopsKey = (hops: readonly PrefixHop[]) => hops.map((h) => `${h.peerId}@${h.range.start}:${h.range.end}`).join('|');
+const sequenceKey = (tokens: readonly number[], hops: readonly PrefixHop[]) => `${hopsKey(hops)}#${tokens.join(',')}`;
+
 export class PrefixRegistry {
   // Insertion order is recency.
   private readonly entries = new Map<string, PrefixEntry>();
+  /** Ids handed out by `idFor` whose keep has not settled, by hops and tokens. */
+  private readonly pending = new Map<string, string>();
   private bytes = 0;
   private counts = { lookups: 0, hits: 0, misses: 0, reusedTokens: 0 };
 
@@ -85,9 +98,41 @@ export class PrefixRegistry {
     }
   }
 
+  /**
+   * The id to keep a finished session's `tokens` under on `hops`: that of a pending keep of
+   * the same tokens, else of the longest entry they equal or extend (the keep replaces it),
+   * else a new one. Call `settled` once the keep is done, whichever way.
+   */
+  idFor(tokens: readonly number[], hops: readonly PrefixHop[]): string {
+    const key = sequenceKey(tokens, hops);
+    let id = this.pending.get(key);
+    if (id) return id;
+    let best: PrefixEntry | undefined;
+    for (const entry of this.entries.values()) {
+      if (!sameHops(entry.hops, hops) || entry.tokens.length > tokens.length || commonPrefix(entry.tokens, tokens) !== entry.tokens.length) continue;
+      if (entry.tokens.length > (best?.tokens.length ?? -1)) best = entry;
+    }
+    id = best?.prefixId ?? globalThis.crypto.randomUUID();
+    this.pending.set(key, id);
+    return id;
+  }
+
+  /** The keep `idFor` gave `prefixId` for is done (added or failed). */
+  settled(tokens: readonly number[], hops: readonly PrefixHop[]): void {
+    this.pending.delete(sequenceKey(tokens, hops));
+  }
+
+  /** Whether an entry on `hops` holds exactly `tokens` (a session that repeats it has nothing new to keep). */
+  isHeld(tokens: readonly number[], hops: readonly PrefixHop[]): boolean {
+    for (const entry of this.entries.values()) {
+      if (sameHops(entry.hops, hops) && entry.tokens.length === tokens.length && commonPrefix(entry.tokens, tokens) === tokens.length) return true;
+    }
+    return false;
+  }
+
   add(entry: PrefixEntry): void {
     this.forget(entry.prefixId);
-    // An entry that extends an older one on the same hops supersedes it (the peers' LRU frees the old KV).
+    // An entry that extends an older one on the same hops supersedes it (kept under its id, it replaced it on the peers).
     for (const old of [...this.entries.values()]) {
       if (sameHops(old.hops, entry.hops) && old.tokens.length <= entry.tokens.length && commonPrefix(old.tokens, entry.tokens) === old.tokens.length) {
         this.forget(old.prefixId);

@@ -42,15 +42,23 @@ export class PrefixReuse {
     return match.length;
   }
 
-  /** What a finished session keeps: its `sequence`'s KV, when every hop holds exactly those positions. */
+  /**
+   * What a finished session keeps: its `sequence`'s KV, when every hop holds exactly those
+   * positions and no entry holds that sequence already — under the id of the entry it
+   * extends, if any, which it then replaces (PrefixRegistry.idFor). Settle it with `kept`.
+   */
   toKeep(finished: boolean, sequence: readonly number[], hops: readonly Hop[]): KeepPrefix | undefined {
     const length = sequence.length;
     if (!finished || length === 0 || hops.length === 0 || !hops.every((h) => !h.stale && h.history.length === length)) return undefined;
-    return { prefixId: globalThis.crypto.randomUUID(), length };
+    if (this.registry.isHeld(sequence, hopsOf(hops))) return undefined;
+    return { prefixId: this.registry.idFor(sequence, hopsOf(hops)), length };
   }
 
-  /** Every hop kept `keep` on its peer: the registry remembers the entry. */
-  kept(keep: KeepPrefix, sequence: readonly number[], hops: readonly Hop[]): void {
-    this.registry.add({ prefixId: keep.prefixId, tokens: sequence.slice(), hops: hopsOf(hops), inputs: hops.map((h) => h.history.replay()) });
+  /** `keep` is settled: `ok` when every hop kept it on its peer (the registry remembers the entry). */
+  kept(keep: KeepPrefix, sequence: readonly number[], hops: readonly Hop[], ok = true): void {
+    const held = hopsOf(hops);
+    if (ok) this.registry.add({ prefixId: keep.prefixId, tokens: sequence.slice(), hops: held, inputs: hops.map((h) => h.history.replay()) });
+    else this.registry.forget(keep.prefixId); // what a hop may still hold under it is no longer the registry's entry
+    this.registry.settled(sequence, held);
   }
 }

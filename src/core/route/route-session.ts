@@ -130,7 +130,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const { promptIds } = this.request;
     const { head, vocabSize } = this.deps;
     try {
-      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint);
+      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd);
       await this.openRoute(signal);
       let position = (await this.prefixes?.start(this.hops, promptIds, signal)) ?? 0;
       if (position > 0) this.telemetry.cachedTokens = position;
@@ -262,7 +262,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const current = new Set(this.hops.map((h) => h.lease));
     const releases = this.leases.map((lease) => releaseLease(lease, this.hop, this.releaseTimeoutMs, this.telemetry.releases, current.has(lease) ? keep : undefined));
     const [kept] = await Promise.all([Promise.all(releases), this.speculation.close().catch(() => undefined)]);
-    if (keep && kept.every((k, i) => !current.has(this.leases[i]) || k > 0)) this.prefixes!.kept(keep, this.sequence, this.hops);
+    if (keep) this.prefixes!.kept(keep, this.sequence, this.hops, kept.every((k, i) => !current.has(this.leases[i]) || k > 0));
     this.updated();
     this.markClosed();
   }
