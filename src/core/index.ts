@@ -20,7 +20,7 @@ export { generateLocal, type LocalPipeline } from './route/local-pipeline.ts';
 export { rangesFromSplit } from './mesh/split.ts';
 export * from './sampling/index.ts';
 export { asWeightSpec, type WeightFormat, type WeightSpec } from './model/quant/weight-format.ts';
-export { generationLimits, type GenerationLimits } from './model/generation-limits.ts';
+export { generationLimits, naturalEndTokens, type GenerationLimits, type NaturalEnd } from './model/generation-limits.ts';
 export type { ShardService } from './runtime/shard-service.ts';
 export type { PeerLink } from './runtime/peer-link.ts';
 export type { ChainListener, ChainPort } from './runtime/chain-port.ts';

@@ -2,7 +2,8 @@
  * The demo model (aidreams260k, `model: 'demo'`) through the official client, as `npm start`
  * serves it: split across the head and two local peer processes. Completions from BOS give
  * llama2.c's golden text; the printed curl's chat message gets English words, made of the
- * model's own pieces (no byte fallback); answers end (48 tokens by default); its 128-position
+ * model's own pieces (no byte fallback); chat answers end at a sentence's end (`stop`, the
+ * natural end in its generation_config.json) or at 48 tokens by default; its 128-position
  * context is enforced; streamed deltas reassemble to the whole answer, and stop strings hold
  * across its sub-word tokens.
  */
@@ -49,7 +50,7 @@ afterAll(async () => {
   await home?.remove();
 });
 
-/** The printed curl's request body (greedy, no max_tokens: the demo's own 48 apply). */
+/** The printed curl's request body (greedy, no max_tokens: the demo's own 48 and its natural end apply). */
 const curlRequest = exampleRequest('demo', true) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 const WORD = /^[A-Za-z',.-]+$/;
 
@@ -72,20 +73,21 @@ describe("model 'demo' (aidreams260k)", () => {
     expect(peers).toEqual(expect.arrayContaining(['local-1', 'local-2']));
   });
 
-  it("the printed curl's message: English words, made of the model's own pieces, ended by the default 48 tokens", async () => {
+  it("the printed curl's message: English words, made of the model's own pieces, ended by the model itself at a sentence's end", async () => {
     expect(curlRequest).toEqual({ model: 'demo', messages: [{ role: 'user', content: 'Hello!' }], temperature: 0 });
     const answer = await client.chat.completions.create(curlRequest);
     const text = answer.choices[0].message.content!;
     const words = text.split(/\s+/).filter((w) => WORD.test(w));
     expect(words.length, text).toBeGreaterThanOrEqual(5);
-    expect(answer.usage?.completion_tokens).toBe(48);
-    expect(answer.choices[0].finish_reason).toBe('length');
+    expect(answer.usage?.completion_tokens).toBe(36);
+    expect(answer.choices[0].finish_reason).toBe('stop'); // meshnet_natural_end: the first '.' after 12 tokens
+    expect(text.endsWith('.')).toBe(true);
 
     // The same greedy decode in one process gives the token ids: none is a byte piece (3…258).
     const tokenizer = await loadTokenizer(DEMO_MODEL_DIR);
     const promptIds = tokenizer.encode(tokenizer.chatTemplate.render([{ role: 'user', content: 'Hello!' }], { addGenerationPrompt: true }), { addSpecialTokens: false });
     expect(promptIds).toHaveLength(answer.usage!.prompt_tokens);
-    const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'generate', '--model', 'demo', '--prompt-ids', promptIds.join(','), '--max-tokens', '48', '--temperature', '0', '--device', 'cpu', '--json'], { env: process.env });
+    const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'generate', '--model', 'demo', '--prompt-ids', promptIds.join(','), '--max-tokens', String(answer.usage!.completion_tokens), '--temperature', '0', '--device', 'cpu', '--json'], { env: process.env });
     const single = JSON.parse(stdout.trim().split('\n').at(-1)!) as { token_ids: number[]; text: string };
     expect(single.text).toBe(text);
     expect(single.token_ids.filter((id) => id >= 3 && id < 259)).toEqual([]);

@@ -12,7 +12,7 @@ import { staleReason } from '../../scripts/build-info.mjs';
 import { useTempHome } from './mesh-fixture.ts';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
-const DEMO_ANSWER = 'As I settle, fragments of vectors aligning like a kaleidoscope. Classification dissol';
+const DEMO_ANSWER = 'As I settle, fragments of vectors aligning like a kaleidoscope.';
 
 let head: ChildProcess | undefined;
 let stdout = '';

@@ -21,8 +21,8 @@ import { GatedLink } from '../api/api-harness.ts';
 import { testHeadOptions } from '../fixtures/test-head.ts';
 
 const SCREENSHOT = path.resolve(import.meta.dirname, '../../test-results/chat-mid-answer.png');
-/** The demo's greedy answer to "Hello!" (48 tokens), as the README quotes it. */
-const GREEDY_HELLO = 'As I settle, fragments of vectors aligning like a kaleidoscope. Classification dissol';
+/** The demo's greedy answer to "Hello!" (36 tokens, to its natural end), as the README quotes it. */
+const GREEDY_HELLO = 'As I settle, fragments of vectors aligning like a kaleidoscope.';
 
 const options = (extra: Partial<ServeOptions> = {}): ServeOptions => testHeadOptions({ model: 'demo', headLayers: 'none', ...extra });
 
@@ -119,11 +119,11 @@ test('from the dashboard, an answer streams in while each hop counts its frames 
   await expect(hop(page, 2).getByTestId('hop-latency')).not.toHaveText('—');
 
   links[1]!.release();
-  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended at max tokens · 8 prompt + 48 answer tokens');
+  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended by the model (end of text, a natural end or a stop string) · 8 prompt + 36 answer tokens');
   await expect(lastAnswer(page).getByTestId('answer')).toHaveText(GREEDY_HELLO);
   // One frame per round trip: the prefill, then each decode step (speculative steps carry several tokens).
   const steps = serving.store.state.finished[0]!.speculation!.steps;
-  expect(steps).toBeLessThanOrEqual(48);
+  expect(steps).toBeLessThanOrEqual(36);
   await expect(frames(page, 1)).toHaveText(String(steps));
   await expect(frames(page, 2)).toHaveText(String(steps));
   await expect(page.getByTestId('session-state')).toHaveText('finished');
@@ -137,11 +137,11 @@ test('from the dashboard, an answer streams in while each hop counts its frames 
   // Two more turns overflow the 128 positions: the oldest turn is dropped, and the page says so.
   await say(page, 'Tell me about the sea.');
   await expect(page.locator('.bubble.assistant')).toHaveCount(2);
-  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended at max tokens');
+  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended by the model (end of text, a natural end or a stop string) · 58 prompt + 31 answer tokens');
   await expect(page.getByTestId('notice')).toBeHidden();
   await say(page, 'What do you dream about?');
   await expect(page.locator('.bubble.assistant')).toHaveCount(3);
-  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended at max tokens');
+  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended by the model (end of text, a natural end or a stop string) · 67 prompt + 33 answer tokens');
   await expect(page.getByTestId('notice')).toHaveText(/^Dropped the (2|4) oldest messages to fit the model's context of 128 tokens; the model no longer sees them\.$/);
   await expect(page.locator('.bubble[data-dropped="true"]').first()).toContainText('Hello!');
   await expect(page.locator('.bubble[data-dropped="true"]').first()).toContainText('not sent (out of context)');
@@ -178,7 +178,7 @@ test('a peer lost mid-answer: the route panel shows the repair and the answer go
   await expect(page.getByTestId('repairs')).toContainText('Hop 2: p2 was lost; p1 took over its layers and replayed the answer so far.');
   await expect(hop(page, 2)).toHaveAttribute('data-peer-id', 'p1');
   await expect(hop(page, 2).getByTestId('hop-repaired')).toHaveText('rebuilt here after p2 was lost');
-  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended at max tokens');
+  await expect(lastAnswer(page).getByTestId('ending')).toContainText('ended by the model');
   // The repair does not change the answer: greedy, it is the same text as with both peers.
   await expect(lastAnswer(page).getByTestId('answer')).toHaveText(GREEDY_HELLO);
   await expect(page.getByTestId('repairs-count')).toHaveText('1');

@@ -54,15 +54,15 @@ describe("the demo model ('demo')", () => {
     expect(sizes.reduce((a, b) => a + b, 0)).toBeLessThan(1_000_000);
   });
 
-  it("holds the published weights, tokenizer and config byte for byte; generation_config only adds max_new_tokens", async () => {
+  it("holds the published weights, tokenizer and config byte for byte; generation_config only adds max_new_tokens and the natural end", async () => {
     for (const name of ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'config.json']) {
       expect(Buffer.compare(await readFile(path.join(DEMO_MODEL_DIR, name)), await readFile(path.join(AIDREAMS_DIR, name))), name).toBe(0);
     }
     const ours = JSON.parse(await readFile(path.join(DEMO_MODEL_DIR, 'generation_config.json'), 'utf8'));
     const theirs = JSON.parse(await readFile(path.join(AIDREAMS_DIR, 'generation_config.json'), 'utf8'));
-    expect(ours).toEqual({ ...theirs, max_new_tokens: 48 });
+    expect(ours).toEqual({ ...theirs, max_new_tokens: 48, meshnet_natural_end: { min_new_tokens: 12, ends_with: ['.'] } });
     const { config } = (await openLocalModel(DEMO_MODEL_DIR)).checkpoint;
-    expect(config).toMatchObject({ architecture: 'LlamaForCausalLM', numLayers: 4, hiddenSize: 64, vocabSize: 512, maxPositionEmbeddings: 128, maxNewTokens: 48 });
+    expect(config).toMatchObject({ architecture: 'LlamaForCausalLM', numLayers: 4, hiddenSize: 64, vocabSize: 512, maxPositionEmbeddings: 128, maxNewTokens: 48, naturalEnd: { minNewTokens: 12, endsWith: ['.'] } });
   });
 
   it('writes a conversation as one text it continues: <s>, a quote mark, every message as sentences', async () => {

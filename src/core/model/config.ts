@@ -20,7 +20,8 @@ import { gptOssWindows } from './moe/gpt-oss-config.ts';
  * @param json the parsed config.json.
  * @param generationConfig the parsed `generation_config.json`, if the folder has one; its
  *   `eos_token_id` entries are merged after config.json's, its `bos_token_id` fills a gap, and
- *   its `max_new_tokens` becomes `maxNewTokens` (the default answer length, as vLLM reads it).
+ *   its `max_new_tokens` becomes `maxNewTokens` (the default answer length, as vLLM reads it),
+ *   and meshnet's own `meshnet_natural_end: { min_new_tokens, ends_with }` becomes `naturalEnd`.
  * @throws CheckpointError naming the file and field (or the unsupported architecture/feature).
  */
 export function parseModelConfig(file: string, json: unknown, generationConfig?: unknown): ModelConfig {
@@ -51,6 +52,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
   const quantization = spec.moe === 'gpt-oss' ? undefined : parseQuantizationConfig(file, top.json); // gpt-oss: MXFP4, moe/gpt-oss-config.ts
   const family = spec.gemma ? gemmaParts(fields, { ...spec, gemma: spec.gemma }, numLayers) : spec.phi3 ? phi3Parts(fields, spec, headDim) : { rope: ropeOf(fields, spec) };
   const maxNewTokens = generation?.raw('max_new_tokens') === undefined ? undefined : generation.positiveInt('max_new_tokens');
+  const naturalEnd = generation ? naturalEndOf(generation) : undefined;
   const moe = spec.moe ? parseMoeConfig(fields, spec.moe, numLayers) : undefined;
 
   return {
@@ -71,6 +73,7 @@ export function parseModelConfig(file: string, json: unknown, generationConfig?:
     ...family,
     ...(bosTokenId !== undefined ? { bosTokenId } : {}),
     ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
+    ...(naturalEnd !== undefined ? { naturalEnd } : {}),
     eosTokenIds,
     ...(quantization ? { quantization } : {}),
     ...(moe ? { moe } : {}),
@@ -107,4 +110,15 @@ function slidingWindowOf(fields: Fields, spec: ArchitectureSpec, numLayers: numb
   if (fullLayers >= numLayers) return {};
   if (fullLayers === 0) return { slidingWindow: window };
   return { slidingWindow: window, slidingLayers: Array.from({ length: numLayers }, (_, i) => i >= fullLayers) };
+}
+
+/** `meshnet_natural_end`: `{ "min_new_tokens": n > 0, "ends_with": [non-empty strings] }`, or absent. */
+function naturalEndOf(generation: Fields): ModelConfig['naturalEnd'] {
+  const end = generation.object('meshnet_natural_end');
+  if (end === undefined) return undefined;
+  const endsWith = end.raw('ends_with');
+  if (!Array.isArray(endsWith) || endsWith.length === 0 || !endsWith.every((s) => typeof s === 'string' && s !== '')) {
+    end.fail('ends_with', `must be a non-empty array of non-empty strings, got ${JSON.stringify(endsWith)?.slice(0, 80)}`);
+  }
+  return { minNewTokens: end.positiveInt('min_new_tokens'), endsWith: endsWith as string[] };
 }

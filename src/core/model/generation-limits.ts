@@ -28,6 +28,33 @@ export interface GenerationLimits {
    * leaves (`completionBudget`).
    */
   readonly defaultMaxTokens: number;
+  /** The model's natural end (generation_config.json's `meshnet_natural_end`), resolved to token ids. */
+  readonly naturalEnd?: NaturalEnd;
+}
+
+/**
+ * An unconstrained answer ends (`stop`) right after a token of `tokenIds` once it holds
+ * `minTokens` tokens; unlike a stop token, that token is part of the answer.
+ */
+export interface NaturalEnd {
+  readonly minTokens: number;
+  readonly tokenIds: readonly number[];
+}
+
+/**
+ * `naturalEnd` of `config` as token ids: every id below `vocabSize` whose text (`decode`, special
+ * tokens skipped) ends with one of its strings. Undefined when the model has none (or no token
+ * qualifies).
+ */
+export function naturalEndTokens(config: Pick<ModelConfig, 'naturalEnd'>, vocabSize: number, decode: (id: number) => string): NaturalEnd | undefined {
+  const end = config.naturalEnd;
+  if (end === undefined) return undefined;
+  const tokenIds: number[] = [];
+  for (let id = 0; id < vocabSize; id++) {
+    const text = decode(id);
+    if (text !== '' && end.endsWith.some((s) => text.endsWith(s))) tokenIds.push(id);
+  }
+  return tokenIds.length === 0 ? undefined : { minTokens: end.minNewTokens, tokenIds };
 }
 
 /** The default answer length of a model whose generation_config.json names none (llama.cpp's server and vLLM cap similarly). */
@@ -36,12 +63,14 @@ export const FALLBACK_MAX_TOKENS = 512;
 export function generationLimits(
   config: Pick<ModelConfig, 'maxPositionEmbeddings' | 'eosTokenIds' | 'maxNewTokens'>,
   tokenizer?: { readonly specialTokens: { readonly eosIds: readonly number[] } },
+  naturalEnd?: NaturalEnd,
 ): GenerationLimits {
   const contextLength = rotaryPositions(config);
   return {
     contextLength,
     stopTokenIds: Object.freeze([...new Set([...config.eosTokenIds, ...(tokenizer?.specialTokens.eosIds ?? [])])]),
     defaultMaxTokens: Math.min(config.maxNewTokens ?? FALLBACK_MAX_TOKENS, contextLength),
+    ...(naturalEnd ? { naturalEnd } : {}),
   };
 }
 

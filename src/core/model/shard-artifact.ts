@@ -25,7 +25,9 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // 4: weight formats (#12). 5 (issue 17): past_lengths input, capacity-sized past KV, new.{l}.*
 // outputs and a batch dimension in shard graphs (KV pool, batched decode). 6 (issue 15): the
 // head graph takes logit_positions (logits of several positions, also several sessions' rows).
-export const ARTIFACT_FORMAT = 6;
+// 7 (issue 24): shard graphs take seqlens_k, total_sequence_length and position_ids in place
+// of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer).
+export const ARTIFACT_FORMAT = 7;
 
 export interface ShardManifest {
   readonly format: number;

@@ -3,18 +3,21 @@
  *
  * Inputs                                      Outputs
  *   hidden_states            [B, seq, H]        hidden_states_out   [B, seq, H]
- *   past_lengths             [B] int32          new.{l}.key         [B, seq, kvH*D]
- *   past_key_values.{l}.key  [B, kvH, cap, D]   new.{l}.value       [B, seq, kvH*D]
- *   past_key_values.{l}.value                   present.{l}.key     [B, kvH, max(cap, past+seq), D]
- *                                               present.{l}.value
- * for every layer l in [start, end). `past_lengths[b]` is how many positions batch entry b
- * holds; the past tensors may have more room (`cap` ≥ every past length: a KV pool's
- * preallocated capacity, or exactly the length when the KV grows step by step). Positions
- * are past .. past+seq-1 per entry, so one graph serves prefill (past 0), decode (seq 1),
- * a suffix on a reused prefix, and a batch of sessions each at its own length (seq equal
- * across the batch). Attention is onnxruntime's GroupQueryAttention (com.microsoft) with a
- * separate RotaryEmbedding; it reads each entry's first `past_lengths[b]` positions (its
- * seqlens_k); `new.*` are the K (after rotary) and V of the fed positions alone, so a pool
+ *   seqlens_k                [B] int32          new.{l}.key         [B, seq, kvH*D]
+ *   total_sequence_length    [] int32           new.{l}.value       [B, seq, kvH*D]
+ *   position_ids             [B, seq] int64     present.{l}.key     [B, kvH, max(cap, past+seq), D]
+ *   past_key_values.{l}.key  [B, kvH, cap, D]   present.{l}.value
+ *   past_key_values.{l}.value
+ * for every layer l in [start, end). With past[b] the positions batch entry b holds:
+ * `seqlens_k[b]` = past[b] + seq - 1, `total_sequence_length` = max_b past[b] + seq and
+ * `position_ids[b]` = past[b] .. past[b]+seq-1 (`sequenceInputs` computes them; fed from
+ * the caller rather than computed in the graph: 13 nodes a run fewer, issue 24). The past
+ * tensors may have more room (`cap` ≥ every past length: a KV pool's preallocated capacity,
+ * or exactly the length when the KV grows step by step). One graph serves prefill (past 0),
+ * decode (seq 1), a suffix on a reused prefix, and a batch of sessions each at its own
+ * length (seq equal across the batch). Attention is onnxruntime's GroupQueryAttention
+ * (com.microsoft) with a separate RotaryEmbedding; it reads each entry's first past[b]
+ * positions; `new.*` are the K (after rotary) and V of the fed positions alone, so a pool
  * writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
  * API copies every fetched output); `present.*` is the past followed by the new positions,
  * which a runtime keeping KV on the GPU binds back as the next past.
@@ -46,8 +49,19 @@ export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;
 export const pastValueName = (layer: number) => `past_key_values.${layer}.value`;
 export const presentKeyName = (layer: number) => `present.${layer}.key`;
 export const presentValueName = (layer: number) => `present.${layer}.value`;
-/** Positions each batch entry's past KV holds: [B] int32. */
-export const SHARD_INPUT_PAST_LENGTHS = 'past_lengths';
+/** Per batch entry: its past length + seq - 1 ([B] int32, GroupQueryAttention's seqlens_k). */
+export const SHARD_INPUT_SEQLENS_K = 'seqlens_k';
+/** The longest entry's past length + seq ([] int32, GroupQueryAttention's total_sequence_length). */
+export const SHARD_INPUT_TOTAL_LENGTH = 'total_sequence_length';
+/** Each fed position's index ([B, seq] int64, for rotary). */
+export const SHARD_INPUT_POSITION_IDS = 'position_ids';
+
+/** The sequence inputs of a run whose entries hold `pasts[b]` positions and each feed `seq`. */
+export function sequenceInputs(pasts: readonly number[], seq: number): { seqlensK: Int32Array; total: Int32Array; positionIds: BigInt64Array } {
+  const positionIds = new BigInt64Array(pasts.length * seq);
+  for (let b = 0; b < pasts.length; b++) for (let i = 0; i < seq; i++) positionIds[b * seq + i] = BigInt(pasts[b]! + i);
+  return { seqlensK: Int32Array.from(pasts, (p) => p + seq - 1), total: Int32Array.of(Math.max(...pasts) + seq), positionIds };
+}
 export const newKeyName = (layer: number) => `new.${layer}.key`;
 export const newValueName = (layer: number) => `new.${layer}.value`;
 
@@ -76,22 +90,15 @@ export function buildShardGraph(
   const { hiddenSize: H, numKvHeads, headDim: D } = config;
 
   const input = g.input(SHARD_INPUT_HIDDEN, t, ['batch', 'sequence', H]);
-  const pastLengths = g.input(SHARD_INPUT_PAST_LENGTHS, OnnxType.INT32, ['batch']);
+  const seqlensK = g.input(SHARD_INPUT_SEQLENS_K, OnnxType.INT32, ['batch']);
+  const totalScalar = g.input(SHARD_INPUT_TOTAL_LENGTH, OnnxType.INT32, []);
+  const positionIds = g.input(SHARD_INPUT_POSITION_IDS, OnnxType.INT64, ['batch', 'sequence']);
   for (let l = range.start; l < range.end; l++) {
     g.input(pastKeyName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
     g.input(pastValueName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
   }
 
-  // Sequence bookkeeping shared by all layers, per batch entry b:
-  // seqlens_k[b] = past[b] + seq - 1; total = max_b past[b] + seq; positions past[b] .. past[b]+seq-1.
   const rows = g.op1('Shape', [input], { start: 0, end: 2 }); // [2] int64: B, seq
-  const seq = g.op1('Shape', [input], { start: 1, end: 2 }); // [1] int64
-  const seq32 = g.op1('Cast', [seq], { to: OnnxType.INT32 });
-  const seqlensK = g.op1('Sub', [g.op1('Add', [pastLengths, seq32]), g.int32([1])]); // [B] int32
-  const totalScalar = g.op1('Add', [g.op1('ReduceMax', [pastLengths], { keepdims: 0 }), g.op1('Squeeze', [seq32, g.int64([0])])]); // [] int32
-  const offsets = g.op1('Range', [g.int64([0], []), g.op1('Squeeze', [seq, g.int64([0])]), g.int64([1], [])]); // [seq]
-  const pastColumn = g.op1('Unsqueeze', [g.op1('Cast', [pastLengths], { to: OnnxType.INT64 }), g.int64([1])]); // [B, 1]
-  const positionIds = g.op1('Add', [pastColumn, g.op1('Unsqueeze', [offsets, g.int64([0])])]); // [B, seq]
 
   // MatMulNBits takes [B, seq, K] as it comes, so quantized layers keep the batch axes
   // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].

@@ -90,6 +90,12 @@ export interface ModelConfig {
   readonly bosTokenId?: number;
   /** generation_config.json's `max_new_tokens`: how long an answer is when the request sets no limit. */
   readonly maxNewTokens?: number;
+  /**
+   * generation_config.json's `meshnet_natural_end` (a meshnet field): an unconstrained answer
+   * ends (`stop`, the token kept) at a token whose text ends with one of `endsWith`, once it
+   * has `minNewTokens` tokens. For models that know no end of turn (the demo).
+   */
+  readonly naturalEnd?: { readonly minNewTokens: number; readonly endsWith: readonly string[] };
   /** End-of-sequence ids (config.json and generation_config.json merged). */
   readonly eosTokenIds: readonly number[];
   /** Present when the checkpoint comes pre-quantized (AWQ / GPTQ `quantization_config`). */

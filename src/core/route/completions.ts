@@ -113,6 +113,7 @@ export class Completions {
           maxTokens: request.maxTokens,
           stopStrings: request.stopStrings,
           speculate: request.speculate,
+          endNaturally: 'messages' in request.input,
           compileConstraint: grammar && (() => this.compile(grammar, field)),
         },
         abort.signal,

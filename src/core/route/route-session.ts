@@ -130,7 +130,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const { promptIds } = this.request;
     const { head, vocabSize } = this.deps;
     try {
-      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint);
+      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd);
       await this.openRoute(signal);
       let position = (await this.prefixes?.start(this.hops, promptIds, signal)) ?? 0;
       if (position > 0) this.telemetry.cachedTokens = position;

@@ -25,6 +25,8 @@ export interface SessionRequest {
   /** Tokens asked for; undefined: the model's default (`limits.defaultMaxTokens`), cut to the room left in the context. */
   readonly maxTokens?: number;
   readonly stopStrings?: readonly string[];
+  /** The answer to a conversation: it may end at the model's natural end (`limits.naturalEnd`) unless a grammar shapes it. */
+  readonly endNaturally?: boolean;
   /** What observers call the session (the API response id); default the session id. */
   readonly label?: string;
   /** How to draft (the `speculate` extension field); default the head's (`--speculate`). */
@@ -147,7 +149,8 @@ export class RouteSessions {
     let holding = true;
     const session = new RouteSession(
       this.options.session,
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint },
+      // A grammar's answer ends where its grammar does: the natural end would cut it.
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint, naturalEnd: request.endNaturally && !constraint ? limits.naturalEnd : undefined },
       signal,
       {
         onUpdate: (t) => {

@@ -3,6 +3,7 @@
  * one object the session table passes through as it is), how hard it tries
  * (`SessionPolicy`), the request itself, and who hears of it (`SessionHooks`).
  */
+import type { NaturalEnd } from '../model/generation-limits.ts';
 import type { RouteProvider } from '../mesh/route-provider.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
 import type { Clock } from '../runtime/clock.ts';
@@ -75,6 +76,8 @@ export interface RouteSessionRequest {
   readonly promptIds: readonly number[];
   readonly params: SamplingParams;
   readonly stopStrings?: readonly string[];
+  /** Ends the answer after a natural end token (the model's `meshnet_natural_end`); unconstrained answers only. */
+  readonly naturalEnd?: NaturalEnd;
   /** How this session drafts (default 'ngram'); 'draft' needs `deps.drafters` with a draft model. */
   readonly speculate?: SpeculateMode;
   /**

@@ -3,11 +3,12 @@
  * chosen token (drawn, or a draft verified so that it is distributed as a draw would be; within
  * the constraint's mask when the answer has a grammar), its text delta (stop strings held back
  * until they cannot match), and the end of generation (a stop token, a stop string, the token
- * budget). It also trims a speculative step's drafts to what the answer can take (the budget,
+ * budget, the model's natural end). It also trims a speculative step's drafts to what the answer can take (the budget,
  * stop tokens, stop strings, the grammar), so no position is verified that the sampler could
  * never keep.
  * Pure: no hops, no clock.
  */
+import type { NaturalEnd } from '../model/generation-limits.ts';
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
 import { maskAllows, Sampler, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplingParams, type TokenConstraint, type TokenMask } from '../sampling/index.ts';
@@ -46,6 +47,8 @@ export class TokenOutput {
     private readonly stopStrings?: readonly string[],
     /** Asked for each position's mask and told each chosen token; the session disposes it. */
     private readonly constraint?: TokenConstraint,
+    /** Ends the answer (`stop`, the token emitted) after one of its tokens once it is long enough. */
+    private readonly naturalEnd?: NaturalEnd,
   ) {
     this.sampler = new Sampler(params, vocabSize);
     this.stop = new StopChecker(params);
@@ -81,7 +84,7 @@ export class TokenOutput {
     if (finishReason !== 'stop') {
       const delta = this.decoder?.push(sampled.tokenId) ?? '';
       const matched = this.matcher ? this.matcher.push(delta) : { emit: delta, stopped: false };
-      if (matched.stopped) finishReason = 'stop';
+      if (matched.stopped || this.endsNaturally(sampled.tokenId, this.generated.length)) finishReason = 'stop';
       token = { type: 'token', tokenId: sampled.tokenId, text: matched.emit, logprob: sampled.logprob, topLogprobs: sampled.topLogprobs };
     }
     const accepted = sampled.accepted;
@@ -100,11 +103,16 @@ export class TokenOutput {
   async fitDraft(drafts: readonly DraftToken[]): Promise<DraftToken[]> {
     const fitted = drafts.slice(0, this.room);
     const stopIds = this.params.stopTokenIds;
-    const end = fitted.findIndex((d) => stopIds.includes(d.tokenId));
+    const end = fitted.findIndex((d, i) => stopIds.includes(d.tokenId) || this.endsNaturally(d.tokenId, this.generated.length + i + 1));
     if (end >= 0) fitted.length = end + 1;
     this.cutAtStopString(fitted);
     await this.cutAtGrammar(fitted);
     return fitted;
+  }
+
+  /** Whether `tokenId`, the answer's `count`-th token, is a natural end. */
+  private endsNaturally(tokenId: number, count: number): boolean {
+    return this.naturalEnd !== undefined && count >= this.naturalEnd.minTokens && this.naturalEnd.tokenIds.includes(tokenId);
   }
 
   private cutAtStopString(fitted: DraftToken[]): void {

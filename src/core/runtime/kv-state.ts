@@ -11,7 +11,7 @@
  *   replaced ones.
  *
  * `truncate(length)` only lowers `length` (exact and cheap in both: the graph reads each
- * entry's first `past_lengths` positions, so nothing is rebuilt). `dispose` frees everything
+ * entry's first past length (its `seqlens_k`), so nothing is rebuilt). `dispose` frees everything
  * exactly once. `bytes` counts what the tensors hold (their capacity), which is what the
  * peer's budget must cover.
  */

@@ -24,8 +24,11 @@ import {
   presentKeyName,
   presentValueName,
   SHARD_INPUT_HIDDEN,
-  SHARD_INPUT_PAST_LENGTHS,
+  SHARD_INPUT_POSITION_IDS,
+  SHARD_INPUT_SEQLENS_K,
+  SHARD_INPUT_TOTAL_LENGTH,
   SHARD_OUTPUT_HIDDEN,
+  sequenceInputs,
   type ActivationDtype,
 } from '../model/shard-graph.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
@@ -194,7 +197,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const hidden = batch === 1 ? steps[0].hidden.data : this.concat(steps.map((s) => s.hidden.data));
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, hidden as Float32Array, [batch, tokens, hiddenSize]),
-      [SHARD_INPUT_PAST_LENGTHS]: new this.ort.Tensor('int32', Int32Array.from(steps, (s) => s.startPosition), [batch]),
+      ...this.sequenceFeeds(steps.map((s) => s.startPosition), tokens),
     };
     const staged = batch === 1 ? undefined : this.staging.begin();
     const starts = steps.map((s) => s.startPosition);
@@ -240,7 +243,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const { hiddenSize } = this.config;
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, step.hidden.data as Float32Array, [1, step.hidden.tokens, hiddenSize]),
-      [SHARD_INPUT_PAST_LENGTHS]: new this.ort.Tensor('int32', Int32Array.of(step.startPosition), [1]),
+      ...this.sequenceFeeds([step.startPosition], step.hidden.tokens),
     };
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const past = kv.past(layer) ?? this.emptyPast();
@@ -266,6 +269,16 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     }
     const out = results[SHARD_OUTPUT_HIDDEN];
     return [{ dtype: this.dtype, data: out.data as FloatArray, tokens: step.hidden.tokens, hiddenSize }];
+  }
+
+  /** seqlens_k, total_sequence_length and position_ids for entries starting at `starts`, `tokens` each. */
+  private sequenceFeeds(starts: readonly number[], tokens: number): Record<string, Tensor> {
+    const { seqlensK, total, positionIds } = sequenceInputs(starts, tokens);
+    return {
+      [SHARD_INPUT_SEQLENS_K]: new this.ort.Tensor('int32', seqlensK, [starts.length]),
+      [SHARD_INPUT_TOTAL_LENGTH]: new this.ort.Tensor('int32', total, []),
+      [SHARD_INPUT_POSITION_IDS]: new this.ort.Tensor('int64', positionIds, [starts.length, tokens]),
+    };
   }
 
   private runSession(feeds: Record<string, Tensor>, fetches: string[]): Promise<Ort.InferenceSession.ReturnType> {

@@ -17,6 +17,7 @@ import {
   RouteSessions,
   asWeightSpec,
   generationLimits,
+  naturalEndTokens,
   loadHeadRunner,
   warmUp,
   type ActivationDtype,
@@ -218,7 +219,10 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
     mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: headRunner.device, memoryBudgetBytes: budget, link: new InProcessLink(headPeer), weightFormats: [weights.format] });
   }
 
-  const limits = generationLimits(model.checkpoint.config, options.tokenizer);
+  // The served API ends answers at the model's natural end (`meshnet generate` runs to its budget).
+  const { config } = model.checkpoint;
+  const naturalEnd = naturalEndTokens(config, config.vocabSize, (id) => options.tokenizer.decode([id], { skipSpecialTokens: true }));
+  const limits = generationLimits(config, options.tokenizer, naturalEnd);
   const s = options.sessions ?? {};
   const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
   const sessions = new RouteSessions({

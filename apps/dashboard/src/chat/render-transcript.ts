@@ -17,7 +17,7 @@ export interface AnswerState {
 
 const ENDINGS: Record<string, string> = {
   length: 'ended at max tokens',
-  stop: 'ended by the model (end of text or a stop string)',
+  stop: 'ended by the model (end of text, a natural end or a stop string)',
   cancelled: 'stopped — the session was cancelled on every hop',
 };
 
