@@ -26,8 +26,9 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // outputs and a batch dimension in shard graphs (KV pool, batched decode). 6 (issue 15): the
 // head graph takes logit_positions (logits of several positions, also several sessions' rows).
 // 7 (issue 24): shard graphs take seqlens_k, total_sequence_length and position_ids in place
-// of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer).
-export const ARTIFACT_FORMAT = 7;
+// of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer); 8: a batched
+// stream's q/k/v split names `new.{l}.value` itself (one Identity a layer fewer).
+export const ARTIFACT_FORMAT = 8;
 
 export interface ShardManifest {
   readonly format: number;
