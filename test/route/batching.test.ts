@@ -8,7 +8,7 @@
  * certain; triggers are token counts, not sleeps.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { ShardPeer } from '../../src/core/peer/shard-peer.ts';
 import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
@@ -22,10 +22,9 @@ import { SocketLink } from '../../src/core/runtime/socket-link.ts';
 import { validateSamplingParams, type SamplingParams } from '../../src/core/sampling/index.ts';
 import type { AssignMessage } from '../../src/shared/control.ts';
 import { dialSocket } from '../../src/node/net/ws-dial.ts';
-import { tempDir } from '../engine/harness.ts';
 import { startDirectPeerServer, type DirectPeerServer } from '../transport/transport-harness.ts';
 import { GateLink } from './peer-doubles.ts';
-import { collect, createPeer, inProcessMesh, openStories, type StoriesContext, type TestMesh } from './route-harness.ts';
+import { collect, createPeer, inProcessMesh, type TestMesh, useStories } from './route-harness.ts';
 
 const MAX_TOKENS = 20;
 
@@ -43,24 +42,16 @@ const SPECS: Spec[] = Array.from({ length: 8 }, (_, i) => ({
       : validateSamplingParams({ temperature: 0.7 + i / 20, topP: 0.95, topK: 40 + i, seed: 1000 + i, maxTokens: MAX_TOKENS }),
 }));
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
+const stories = useStories('batching');
 const servers: DirectPeerServer[] = [];
-
-beforeAll(async () => {
-  root = await tempDir('batching');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
+// Runs before useStories' own clean-up (after-hooks run last registered first).
 afterAll(async () => {
   for (const s of servers) await s.close();
-  await ctx?.head.dispose();
-  await root?.remove();
 });
 
-function session(provider: RouteProvider, spec: Spec, signal?: AbortSignal, head: HeadRunner = ctx.head): RouteSession {
+function session(provider: RouteProvider, spec: Spec, signal?: AbortSignal, head: HeadRunner = stories.ctx.head): RouteSession {
   return new RouteSession(
-    { head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } },
+    { head, route: provider, vocabSize: stories.ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } } },
     { sessionId: randomUUID(), promptIds: spec.prompt, params: spec.params },
     signal,
   );
@@ -91,9 +82,9 @@ describe('batched decode', () => {
     it(`eight sessions together over ${transport} links give exactly the tokens each gives alone`, async () => {
       const gates = new Map<string, GateLink>();
       const links = new Map<string, PeerLink>();
-      const peers = [createPeer(ctx), createPeer(ctx)];
+      const peers = [createPeer(stories.ctx), createPeer(stories.ctx)];
       for (const [i, peer] of peers.entries()) links.set(`p${i + 1}`, transport === 'socket' ? await socketLink(peer) : new InProcessLink(peer));
-      const m = inProcessMesh(ctx, 2, (id) => {
+      const m = inProcessMesh(stories.ctx, 2, (id) => {
         const gate = new GateLink(links.get(id)!);
         gates.set(id, gate);
         return gate;
@@ -107,7 +98,7 @@ describe('batched decode', () => {
       const gate = gates.get('p1')!;
       gate.hold(0);
       // The LM head batched too (as the head node does): concurrent sessions' logits in one run.
-      const head = new BatchingHeadRunner(ctx.head);
+      const head = new BatchingHeadRunner(stories.ctx.head);
       const runs = SPECS.map((spec) => collect(session(m.provider, spec, undefined, head)));
       await gate.held.promise;
       await new Promise((r) => setImmediate(r));
@@ -128,14 +119,14 @@ describe('batched decode', () => {
   }
 
   it('a session cancelled mid-batch, one hitting a cache miss and one losing a peer leave the others unaffected', async () => {
-    const m = inProcessMesh(ctx, 2);
+    const m = inProcessMesh(stories.ctx, 2);
     const expected = await alone(m.provider);
     const [hopA, hopB] = (await m.mesh.route()).map((l) => (void l.link.close(), { peerId: l.peerId, range: l.range }));
     expect(hopA.peerId).toBe('p1');
 
     // A spare peer holding the second hop's range, reached only by session 6's route.
-    const spare = createPeer(ctx);
-    const ready = await spare.handleControl({ kind: 'assign', id: 'a', modelKey: ctx.model.key, model: 'stories260k', range: hopB.range, dtype: 'fp32', artifactUrl: '', config: {} } as unknown as AssignMessage);
+    const spare = createPeer(stories.ctx);
+    const ready = await spare.handleControl({ kind: 'assign', id: 'a', modelKey: stories.ctx.model.key, model: 'stories260k', range: hopB.range, dtype: 'fp32', artifactUrl: '', config: {} } as unknown as AssignMessage);
     expect(ready.kind).toBe('ready');
     const spareLink = new InProcessLink(spare);
     const viaSpare: RouteProvider = {

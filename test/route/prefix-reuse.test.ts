@@ -8,7 +8,7 @@
  * and figures, apart from live sessions' KV, which returns to zero after release.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { PrefixRegistry } from '../../src/core/route/prefix-registry.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
 import type { SessionEvent } from '../../src/core/route/route-types.ts';
@@ -16,24 +16,15 @@ import type { RouteProvider } from '../../src/core/mesh/route-provider.ts';
 import type { StatsMessage } from '../../src/shared/control.ts';
 import { SocketLink } from '../../src/core/runtime/socket-link.ts';
 import { dialSocket } from '../../src/node/net/ws-dial.ts';
-import { tempDir } from '../engine/harness.ts';
 import { startDirectPeerServer, type DirectPeerServer } from '../transport/transport-harness.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
-import { collect, createPeer, greedy, inProcessMesh, openStories, type StoriesContext, type TestMesh } from './route-harness.ts';
+import { collect, createPeer, greedy, inProcessMesh, type TestMesh, useStories } from './route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-
-beforeAll(async () => {
-  root = await tempDir('prefix');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
+const stories = useStories('prefix');
 const servers: DirectPeerServer[] = [];
+// Runs before useStories' own clean-up (after-hooks run last registered first).
 afterAll(async () => {
   for (const server of servers) await server.close();
-  await ctx?.head.dispose();
-  await root?.remove();
 });
 
 const FIRST = [1, ...Array.from({ length: 23 }, (_, i) => 5 + ((i * 29) % 400))];
@@ -41,7 +32,7 @@ const MAX = 12;
 
 function open(provider: RouteProvider, prompt: number[], prefixes?: PrefixRegistry) {
   return new RouteSession(
-    { head: ctx.head, route: provider, vocabSize: ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } }, prefixes },
+    { head: stories.ctx.head, route: provider, vocabSize: stories.ctx.model.checkpoint.config.vocabSize, policy: { backoff: { baseMs: 1, maxMs: 5 } }, prefixes },
     { sessionId: randomUUID(), promptIds: prompt, params: greedy(MAX) },
   );
 }
@@ -57,7 +48,7 @@ const stats = (m: TestMesh) => [...m.peers.values()].map((p) => p.stats() as Sta
 
 describe('prefix reuse', () => {
   it('a second turn gives the cold tokens with fewer prefill positions; after eviction, still the same tokens', async () => {
-    const m = inProcessMesh(ctx, 2, undefined, {}, 64 * 2 ** 20);
+    const m = inProcessMesh(stories.ctx, 2, undefined, {}, 64 * 2 ** 20);
     const registry = new PrefixRegistry({ minTokens: 4 });
     const turn1 = await run(m.provider, FIRST, registry);
     expect(turn1.ids).toHaveLength(MAX);
@@ -92,7 +83,7 @@ describe('prefix reuse', () => {
   }, 60_000);
 
   it('a shared entry is never written in place: two sessions fork from it, a cache miss replays through it', async () => {
-    const m = inProcessMesh(ctx, 2, undefined, {}, 64 * 2 ** 20);
+    const m = inProcessMesh(stories.ctx, 2, undefined, {}, 64 * 2 ** 20);
     const registry = new PrefixRegistry({ minTokens: 4 });
     await run(m.provider, FIRST, registry);
     const before = [...m.peers.values()].map((p) => p.prefixChecksums());
@@ -124,7 +115,7 @@ describe('prefix reuse', () => {
   }, 60_000);
 
   it('over socket links: keepPrefix and fork cross the wire', async () => {
-    const peers = [createPeer(ctx, 1 << 30, 64 * 2 ** 20), createPeer(ctx, 1 << 30, 64 * 2 ** 20)];
+    const peers = [createPeer(stories.ctx, 1 << 30, 64 * 2 ** 20), createPeer(stories.ctx, 1 << 30, 64 * 2 ** 20)];
     const links = new Map<string, PeerLink>();
     for (const [i, peer] of peers.entries()) {
       const server = await startDirectPeerServer(peer);
@@ -134,7 +125,7 @@ describe('prefix reuse', () => {
       dialed.attach(link);
       links.set(`p${i + 1}`, link);
     }
-    const m = inProcessMesh(ctx, 2, (id) => links.get(id)!);
+    const m = inProcessMesh(stories.ctx, 2, (id) => links.get(id)!);
     const registry = new PrefixRegistry({ minTokens: 4 });
     const turn1 = await run(m.provider, FIRST, registry);
     const second = [...FIRST, ...turn1.ids, 3, 4];
@@ -147,7 +138,7 @@ describe('prefix reuse', () => {
   }, 60_000);
 
   it('prefix entries have their own budget: one that does not fit is not kept, live KV still returns to zero', async () => {
-    const m = inProcessMesh(ctx, 2, undefined, {}, 1024); // far less than one entry
+    const m = inProcessMesh(stories.ctx, 2, undefined, {}, 1024); // far less than one entry
     const registry = new PrefixRegistry({ minTokens: 4 });
     const first = await run(m.provider, FIRST, registry);
     expect(first.session.telemetry.releases.map((r) => r.keptPrefixes)).toEqual([0, 0]);
