@@ -3,19 +3,24 @@
  *
  * Inputs                                      Outputs
  *   hidden_states            [B, seq, H]        hidden_states_out   [B, seq, H]
- *   past_lengths             [B] int32          new.{l}.key         [B, seq, kvH*D]
- *   past_key_values.{l}.key  [B, kvH, cap, D]   new.{l}.value       [B, seq, kvH*D]
- *   past_key_values.{l}.value                   present.{l}.key     [B, kvH, max(cap, past+seq), D]
- *                                               present.{l}.value
- * for every layer l in [start, end). `past_lengths[b]` is how many positions batch entry b
- * holds; the past tensors may have more room (`cap` ≥ every past length: a KV pool's
- * preallocated capacity, or exactly the length when the KV grows step by step). Positions
- * are past .. past+seq-1 per entry, so one graph serves prefill (past 0), decode (seq 1),
- * a suffix on a reused prefix, and a batch of sessions each at its own length (seq equal
- * across the batch). Attention is onnxruntime's GroupQueryAttention (com.microsoft) with a
- * separate RotaryEmbedding; it reads each entry's first `past_lengths[b]` positions (its
- * seqlens_k); `new.*` are the K (after rotary) and V of the fed positions alone, so a pool
- * writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
+ *   seqlens_k                [B] int32          new.{l}.key         [B, seq, kvH*D]
+ *   total_sequence_length    [] int32           new.{l}.value       [B, seq, kvH*D]
+ *   position_ids             [B, seq] int64     present.{l}.key     [B, kvH, max(cap, past+seq), D]
+ *   past_key_values.{l}.key  [B, kvH, cap, D]   present.{l}.value
+ *   past_key_values.{l}.value
+ * for every layer l in [start, end). With past[b] the positions batch entry b holds:
+ * `seqlens_k[b]` = past[b] + seq - 1, `total_sequence_length` = max_b past[b] + seq and
+ * `position_ids[b]` = past[b] .. past[b]+seq-1 (`sequenceInputs` computes them; fed from
+ * the caller rather than computed in the graph: 13 nodes a run fewer, issue 24). The past
+ * tensors may have more room (`cap` ≥ every past length: a KV pool's preallocated capacity,
+ * or exactly the length when the KV grows step by step). One graph serves prefill (past 0),
+ * decode (seq 1), a suffix on a reused prefix, and a batch of sessions each at its own
+ * length (seq equal across the batch). Attention is onnxruntime's GroupQueryAttention
+ * (com.microsoft) with a separate RotaryEmbedding; it reads each entry's first past[b]
+ * positions (a sliding-window layer reads `seqlens_k_window` / `total_sequence_length_window`
+ * instead, inputs only graphs with such layers have: its past holds just the window's last
+ * positions, so its KV stops growing; rotary still counts from `position_ids`); `new.*` are
+ * the K (after rotary) and V of the fed positions alone, so a pool writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
  * API copies every fetched output); `present.*` is the past followed by the new positions,
  * which a runtime keeping KV on the GPU binds back as the next past.
  * Norms are (Skip)SimplifiedLayerNormalization; linear layers are Gemm with transB = 1 over
@@ -28,7 +33,7 @@ import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from '.
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
-import { layerAttention } from './layer-attention.ts';
+import { layerAttention, windowedLayers } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
 import { emitSparseMlp } from './moe/moe-graph.ts';
 import { gptOssAttention } from './moe/gpt-oss-graph.ts';
@@ -46,8 +51,23 @@ export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;
 export const pastValueName = (layer: number) => `past_key_values.${layer}.value`;
 export const presentKeyName = (layer: number) => `present.${layer}.key`;
 export const presentValueName = (layer: number) => `present.${layer}.value`;
-/** Positions each batch entry's past KV holds: [B] int32. */
-export const SHARD_INPUT_PAST_LENGTHS = 'past_lengths';
+/** Per batch entry: its past length + seq - 1 ([B] int32, GroupQueryAttention's seqlens_k). */
+export const SHARD_INPUT_SEQLENS_K = 'seqlens_k';
+/** The longest entry's past length + seq ([] int32, GroupQueryAttention's total_sequence_length). */
+export const SHARD_INPUT_TOTAL_LENGTH = 'total_sequence_length';
+/** Each fed position's index ([B, seq] int64, for rotary). */
+export const SHARD_INPUT_POSITION_IDS = 'position_ids';
+
+/** The sequence inputs of a run whose entries hold `pasts[b]` positions and each feed `seq`. */
+export function sequenceInputs(pasts: readonly number[], seq: number): { seqlensK: Int32Array; total: Int32Array; positionIds: BigInt64Array } {
+  const positionIds = new BigInt64Array(pasts.length * seq);
+  for (let b = 0; b < pasts.length; b++) for (let i = 0; i < seq; i++) positionIds[b * seq + i] = BigInt(pasts[b]! + i);
+  return { seqlensK: Int32Array.from(pasts, (p) => p + seq - 1), total: Int32Array.of(Math.max(...pasts) + seq), positionIds };
+}
+/** seqlens_k of the sliding-window layers, from the positions their past holds ([B] int32). */
+export const SHARD_INPUT_SEQLENS_K_WINDOW = 'seqlens_k_window';
+/** total_sequence_length of the sliding-window layers ([] int32). */
+export const SHARD_INPUT_TOTAL_LENGTH_WINDOW = 'total_sequence_length_window';
 export const newKeyName = (layer: number) => `new.${layer}.key`;
 export const newValueName = (layer: number) => `new.${layer}.value`;
 
@@ -76,28 +96,27 @@ export function buildShardGraph(
   const { hiddenSize: H, numKvHeads, headDim: D } = config;
 
   const input = g.input(SHARD_INPUT_HIDDEN, t, ['batch', 'sequence', H]);
-  const pastLengths = g.input(SHARD_INPUT_PAST_LENGTHS, OnnxType.INT32, ['batch']);
+  const seqlensK = g.input(SHARD_INPUT_SEQLENS_K, OnnxType.INT32, ['batch']);
+  const totalScalar = g.input(SHARD_INPUT_TOTAL_LENGTH, OnnxType.INT32, []);
+  const positionIds = g.input(SHARD_INPUT_POSITION_IDS, OnnxType.INT64, ['batch', 'sequence']);
+  const windowed = new Set(windowedLayers(config, range)?.layers ?? []);
+  const window =
+    windowed.size > 0
+      ? { seqlensK: g.input(SHARD_INPUT_SEQLENS_K_WINDOW, OnnxType.INT32, ['batch']), totalScalar: g.input(SHARD_INPUT_TOTAL_LENGTH_WINDOW, OnnxType.INT32, []) }
+      : undefined;
   for (let l = range.start; l < range.end; l++) {
-    g.input(pastKeyName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
-    g.input(pastValueName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
+    const capacity = windowed.has(l) ? 'window_capacity' : 'past_capacity';
+    g.input(pastKeyName(l), t, ['batch', numKvHeads, capacity, D]);
+    g.input(pastValueName(l), t, ['batch', numKvHeads, capacity, D]);
   }
 
-  // Sequence bookkeeping shared by all layers, per batch entry b:
-  // seqlens_k[b] = past[b] + seq - 1; total = max_b past[b] + seq; positions past[b] .. past[b]+seq-1.
   const rows = g.op1('Shape', [input], { start: 0, end: 2 }); // [2] int64: B, seq
-  const seq = g.op1('Shape', [input], { start: 1, end: 2 }); // [1] int64
-  const seq32 = g.op1('Cast', [seq], { to: OnnxType.INT32 });
-  const seqlensK = g.op1('Sub', [g.op1('Add', [pastLengths, seq32]), g.int32([1])]); // [B] int32
-  const totalScalar = g.op1('Add', [g.op1('ReduceMax', [pastLengths], { keepdims: 0 }), g.op1('Squeeze', [seq32, g.int64([0])])]); // [] int32
-  const offsets = g.op1('Range', [g.int64([0], []), g.op1('Squeeze', [seq, g.int64([0])]), g.int64([1], [])]); // [seq]
-  const pastColumn = g.op1('Unsqueeze', [g.op1('Cast', [pastLengths], { to: OnnxType.INT64 }), g.int64([1])]); // [B, 1]
-  const positionIds = g.op1('Add', [pastColumn, g.op1('Unsqueeze', [offsets, g.int64([0])])]); // [B, seq]
 
   // MatMulNBits takes [B, seq, K] as it comes, so quantized layers keep the batch axes
   // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].
   const batched = weights.batchedLinears;
   const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [B, seq, H] or [B*seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true });
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true, ...(window ? { window } : {}) });
   if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
   else g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, ['batch', 'sequence', H]);
@@ -121,6 +140,8 @@ export interface DecoderSequence {
   readonly totalScalar: string; // [] int32: the longest entry's total length
   /** [2] int64 holding B and seq; absent: B is 1. */
   readonly rows?: string;
+  /** Sequence bookkeeping of the windowed layers, whose past holds only their window; absent: they read the full past. */
+  readonly window?: { readonly seqlensK: string; readonly totalScalar: string };
   /** Name each layer's new K (after rotary) and V `new.{l}.key` / `new.{l}.value` [B, seq, kvH*D], for graph outputs. */
   readonly newKv?: boolean;
 }
@@ -217,7 +238,11 @@ export function appendDecoderLayers(
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
     const [attended] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar, ...(extra.sinks ? ['', '', '', '', extra.sinks] : [])],
+      [
+        rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l),
+        ...(attention.window !== undefined && sequence.window ? [sequence.window.seqlensK, sequence.window.totalScalar] : [seqlensK, totalScalar]),
+        ...(extra.sinks ? ['', '', '', '', extra.sinks] : []),
+      ],
       {
         num_heads: numHeads,
         kv_num_heads: numKvHeads,

@@ -15,6 +15,10 @@ export const PEER_USAGE = `meshnet peer [--head ws://HOST:PORT/peer/ws] [options
   --discover-wait S    how long to listen for announcements (default 2)
   --listen PORT        also accept direct links on this port (0 = any free port)
   --listen-host HOST   address to listen on (default 127.0.0.1)
+  --advertise URL      the ws:// or wss:// address other machines dial for direct links
+                       (behind a port forward, a proxy or NAT), announced instead of the
+                       local --listen address; the head and the previous hop of a chained
+                       route dial it
   --device D           ${Object.keys(NODE_DEVICES).join('|')} (default auto)
   --memory-budget MB   memory for weights and KV (default: half of the free memory)
   --prefix-cache MB    memory for prefix entries: finished sessions' KV kept so a later
@@ -35,6 +39,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
       'discover-wait': { type: 'string' },
       listen: { type: 'string' },
       'listen-host': { type: 'string' },
+      advertise: { type: 'string' },
       device: { type: 'string' },
       'memory-budget': { type: 'string' },
       'prefix-cache': { type: 'string' },
@@ -45,6 +50,8 @@ export async function peerCommand(argv: string[]): Promise<void> {
     strict: true,
   });
   if (values.head !== undefined && !/^wss?:\/\//.test(values.head)) throw new UsageError(`--head: '${values.head}' is not a ws:// or wss:// URL`);
+  if (values.advertise !== undefined && !/^wss?:\/\/[^\s/?#]+[^\s]*$/.test(values.advertise)) throw new UsageError(`--advertise: '${values.advertise}' is not a ws:// or wss:// URL`);
+  if (values.advertise !== undefined && values.listen === undefined) throw new UsageError('--advertise needs --listen: it is the address of the listener other machines dial');
   const log = (line: string) => process.stderr.write(`meshnet peer: ${line}\n`);
   const joinToken = values['join-token'] ?? process.env.MESHNET_JOIN_TOKEN;
   if (joinToken === '') {
@@ -58,6 +65,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     headUrl,
     listenPort: values.listen === undefined ? undefined : parseInteger('listen', values.listen, 0),
     listenHost: values['listen-host'],
+    advertiseUrl: values.advertise,
     device: parseChoice('device', values.device, Object.keys(NODE_DEVICES), 'auto'),
     memoryBudgetBytes: budgetMb * 2 ** 20,
     prefixBudgetBytes: parseInteger('prefix-cache', values['prefix-cache'], DEFAULT_PREFIX_CACHE_MB, 0) * 2 ** 20,

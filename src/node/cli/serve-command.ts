@@ -8,6 +8,7 @@ import { announceHead } from '../discovery/lan-discovery.ts';
 import { packageVersion } from '../package-files.ts';
 import { serveHead } from '../serve/serve-head.ts';
 import { weightSpecName } from '../../core/model/quant/weight-format.ts';
+import { ROUTE_MODES } from '../../core/route/chain-route.ts';
 import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
 import { asUsageError, parseSpeculation, SPECULATION_OPTIONS, SPECULATION_USAGE } from './speculation-args.ts';
 import { readWeightFlags, WEIGHT_OPTIONS, WEIGHT_USAGE } from './weight-flags.ts';
@@ -38,6 +39,12 @@ export const SERVE_USAGE = `meshnet serve [--model DIR|HUB_ID|demo] [options]
                        to one peer travel as one batched frame and run as one batch)
   --min-peers N        requests wait for N peers (Node or browser) to join…
   --peer-wait S        …for up to S seconds (default 60), then get a 503
+  --route-mode M       star|chain|auto (default auto): how activations travel. star: every
+                       hop's frame goes head → peer → head; chain/auto: each peer forwards
+                       its output straight to the next (a token pays N + 1 link delays, not
+                       2·N; the head still gets a copy of every hop's output), wherever the
+                       next peer can be dialled (it runs \`meshnet peer --listen\`); links into
+                       a peer that cannot be (a browser tab, NAT) go through the head
   --hop-timeout S      the ceiling of a hop's deadline (default 5): a hop that does not answer a
                        frame within 4 × its recent p99 (at least 1 s, at most S; more for frames
                        of many positions) is replaced and its peer quarantined
@@ -92,6 +99,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
       'min-peers': { type: 'string' },
       'peer-wait': { type: 'string' },
       'hop-timeout': { type: 'string' },
+      'route-mode': { type: 'string' },
       'ready-timeout': { type: 'string' },
       'warm-up-timeout': { type: 'string' },
       'request-timeout': { type: 'string' },
@@ -138,6 +146,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     minPeers: parseInteger('min-peers', values['min-peers'], 0),
     peerWaitSeconds: parseInteger('peer-wait', values['peer-wait'], 60, 1),
     hopTimeoutMs: parseNumber('hop-timeout', values['hop-timeout'], 5, (n) => n > 0) * 1000,
+    routeMode: parseChoice('route-mode', values['route-mode'], ROUTE_MODES, 'auto'),
     verifyFraction: parseNumber('verify', values.verify, 0, (n) => n >= 0 && n <= 1),
     requestTimeoutMs: parseNumber('request-timeout', values['request-timeout'], 30, (n) => n > 0) * 1000,
     readyTimeoutMs: parseNumber('ready-timeout', values['ready-timeout'], 30, (n) => n > 0) * 1000,

@@ -8,6 +8,7 @@ import type { H3 } from 'h3';
 import type { ActivationDtype } from '../../core/model/activations.ts';
 import { resolveWeightSpec, weightSpecName, type WeightRequest } from '../../core/model/quant/weight-format.ts';
 import type { LayerRange } from '../../core/model/types.ts';
+import type { RouteMode } from '../../core/route/chain-route.ts';
 import { emptyState } from '../../shared/dashboard-state.ts';
 import { startHead, type HeadContext, type HeadSpeculationOptions, type RunningHead } from '../head/head-node.ts';
 import { feedMeshState } from '../head/mesh-feed.ts';
@@ -70,6 +71,8 @@ export interface ServeOptions {
   readonly linkTimeoutMs?: number;
   /** Ceiling of every hop's adaptive deadline, ms (`--hop-timeout`; default 5 s). */
   readonly hopTimeoutMs?: number;
+  /** `--route-mode` (the CLI's default: auto; absent here: star). */
+  readonly routeMode?: RouteMode;
   /** Floor of the adaptive deadline, ms (default 1 s, DEADLINE_FLOOR_MS; library and tests). */
   readonly hopFloorMs?: number;
   /** How long a peer may take to get ready for its layers, ms (`--ready-timeout`; default 30 s). */
@@ -160,6 +163,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
       minPeers: options.minPeers || undefined,
       peerWaitMs: (options.peerWaitSeconds ?? 60) * 1000,
       hopTimeoutMs: options.hopTimeoutMs,
+      routeMode: options.routeMode,
       hopFloorMs: options.hopFloorMs,
       observer: tracker,
       verifyFraction: options.verifyFraction,
