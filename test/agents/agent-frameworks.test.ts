@@ -29,7 +29,7 @@ const demoURL = () => `${demo.head.url}v1`;
 beforeAll(async () => {
   home = await tempDir('agent-frameworks');
   process.env.MESHNET_HOME = path.join(home.dir, 'home');
-  demo = await serveHead({ model: 'demo', port: 0, host: '127.0.0.1', localPeers: 0, headLayers: 'auto', maxSessions: 4, device: 'cpu', dtype: 'fp32', threads: 1, log: () => {} });
+  demo = await serveHead({ model: 'demo', port: 0, host: '127.0.0.1', localPeers: 0, link: 'relay', headLayers: 'auto', maxSessions: 4, device: 'cpu', dtype: 'fp32', threads: 1, log: () => {} });
   demoClient = new OpenAI({ baseURL: demoURL(), apiKey: 'unused', maxRetries: 0, timeout: 60_000, fetch: specFetch });
 }, 90_000);
 
@@ -38,9 +38,10 @@ afterAll(async () => {
   await home?.remove();
 });
 
+// `as never`: the SDK types its client against its own copy of the openai package.
 const models: [string, (client: OpenAI, id: string) => Model][] = [
-  ['Responses model (the default)', (client, id) => new OpenAIResponsesModel(client, id)],
-  ['Chat Completions model', (client, id) => new OpenAIChatCompletionsModel(client, id)],
+  ['Responses model (the default)', (client, id) => new OpenAIResponsesModel(client as never, id)],
+  ['Chat Completions model', (client, id) => new OpenAIChatCompletionsModel(client as never, id)],
 ];
 
 describe('OpenAI Agents SDK', () => {
