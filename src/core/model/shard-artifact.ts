@@ -13,7 +13,8 @@ import { buildShardGraph } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
 import { windowedLayers, type KvWindow } from './layer-attention.ts';
 import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
-import { packWeights, type PackedChunk } from './weight-packing.ts';
+import { packWeights } from './weight-packing.ts';
+import type { PackedChunk } from './weight-segments.ts';
 import { planWeights } from './weight-plan.ts';
 import type { WeightSegment } from './weight-segments.ts';
 
@@ -29,7 +30,9 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // 7 (issue 24): shard graphs take seqlens_k, total_sequence_length and position_ids in place
 // of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer). 8 (issue 22):
 // sliding-window layers read seqlens_k_window / total_sequence_length_window; manifest `window`.
-export const ARTIFACT_FORMAT = 8;
+// 9 (issue 24): a batched stream's q/k/v split names `new.{l}.value` itself (one Identity a
+// layer fewer).
+export const ARTIFACT_FORMAT = 9;
 
 export interface ShardManifest {
   readonly format: number;
