@@ -3,12 +3,12 @@
  * SwiftShader, or wasm), alone or between Node peers; closing it mid-stream is a peer loss the
  * stream survives; a wrong join token is refused and the page says why.
  */
-import { expect, test } from '@playwright/test';
+import { expect } from '@playwright/test';
 import OpenAI from 'openai';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { joinTab, oneProcessGreedy, startStoriesHead, STORIES_DIR, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, oneProcessGreedy, startStoriesHead, STORIES_DIR, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -61,23 +61,14 @@ for (const device of ['webgpu', 'wasm'] as const) {
   });
 }
 
-test('a route of Node peer + browser tab + Node peer gives the one-process tokens', async ({ page }) => {
-  const serving = await startStoriesHead();
-  const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
-  try {
-    await waitForPeers(serving, 2);
-    // Peers are ordered by id: local-1, local-1b (this tab), local-2.
-    await joinTab(page, serving, 'autojoin=1&device=wasm&peer-id=local-1b');
-    await waitForPeers(serving, 3);
-    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
-    const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 32, temperature: 0 });
-    expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 32).text);
-    const hops = serving.store.state.finished[0].hops.map((h) => h.peerId);
-    expect(hops).toEqual(['local-1', 'local-1b', 'local-2']);
-  } finally {
-    await serving.close();
-    await peers.close();
-  }
+test('a route of Node peer + browser tab + Node peer gives the one-process tokens', async ({ sandwich }) => {
+  // Peers are ordered by id: local-1, local-1b (this tab), local-2.
+  const serving = await sandwich('wasm');
+  const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+  const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 32, temperature: 0 });
+  expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 32).text);
+  const hops = serving.store.state.finished[0].hops.map((h) => h.peerId);
+  expect(hops).toEqual(['local-1', 'local-1b', 'local-2']);
 });
 
 // Compact weights in the browser: MatMulNBits on onnxruntime-web. Accuracy level 0, so every
@@ -85,25 +76,16 @@ test('a route of Node peer + browser tab + Node peer gives the one-process token
 // quantize activations where the tab's WebGPU and wasm do not).
 const Q4_EXACT = { format: 'q4', blockSize: 32, accuracyLevel: 0 } as const;
 
-test('q4: a route of Node peer + browser tab on WebGPU + Node peer gives the one-process q4 tokens', async ({ page }) => {
-  const serving = await startStoriesHead({ weights: Q4_EXACT });
-  const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
-  try {
-    await waitForPeers(serving, 2);
-    await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=local-1b');
-    await waitForPeers(serving, 3);
-    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
-    const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 24, temperature: 0 });
-    expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 24, ['--weights', 'q4', '--accuracy-level', '0']).text);
-    expect(serving.store.state.finished[0].hops.map((h) => h.peerId)).toEqual(['local-1', 'local-1b', 'local-2']);
-    await expect(page.locator('#provider')).toHaveText('webgpu');
-    const tab = serving.head.mesh.peers.find((p) => p.id === 'local-1b')!;
-    expect(tab.weights).toEqual(Q4_EXACT);
-    expect(serving.store.state.peers.find((p) => p.id === 'local-1b')?.weights).toBe('q4-b32-acc0');
-  } finally {
-    await serving.close();
-    await peers.close();
-  }
+test('q4: a route of Node peer + browser tab on WebGPU + Node peer gives the one-process q4 tokens', async ({ page, sandwich }) => {
+  const serving = await sandwich('webgpu', { weights: Q4_EXACT });
+  const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+  const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 24, temperature: 0 });
+  expect(reply.choices[0].text).toBe(oneProcessGreedy([1], 24, ['--weights', 'q4', '--accuracy-level', '0']).text);
+  expect(serving.store.state.finished[0].hops.map((h) => h.peerId)).toEqual(['local-1', 'local-1b', 'local-2']);
+  await expect(page.locator('#provider')).toHaveText('webgpu');
+  const tab = serving.head.mesh.peers.find((p) => p.id === 'local-1b')!;
+  expect(tab.weights).toEqual(Q4_EXACT);
+  expect(serving.store.state.peers.find((p) => p.id === 'local-1b')?.weights).toBe('q4-b32-acc0');
 });
 
 test('q8: a tab on wasm serves every layer and gives the one-process q8 tokens', async ({ page }) => {

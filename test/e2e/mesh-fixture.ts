@@ -3,7 +3,8 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import type { Page } from '@playwright/test';
+import { test as base, type Page } from '@playwright/test';
+import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { testHeadOptions } from '../fixtures/test-head.ts';
 
@@ -42,3 +43,28 @@ export async function joinTab(page: Page, serving: ServingHead, query: string): 
 export async function waitForPeers(serving: ServingHead, count: number, timeoutMs = 60_000): Promise<void> {
   await serving.head.waitForPeers(count, timeoutMs);
 }
+
+/**
+ * `test` with the `sandwich` fixture: `sandwich(device, head?)` starts a head over stories260k
+ * that holds no layers (`head` overrides its options), two Node peers (local-1, local-2, relay,
+ * CPU) and joins this test's page between them as a tab (local-1b: peers are ordered by id),
+ * and waits until all three are in the mesh. Everything it started is closed after the test.
+ */
+export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: Partial<ServeOptions>) => Promise<ServingHead> }>({
+  sandwich: async ({ page }, use) => {
+    const started: { serving: ServingHead; peers: ReturnType<typeof spawnLocalPeers> }[] = [];
+    await use(async (device, head = {}) => {
+      const serving = await startStoriesHead(head);
+      const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
+      started.push({ serving, peers });
+      await waitForPeers(serving, 2);
+      await joinTab(page, serving, `autojoin=1&device=${device}&peer-id=local-1b`);
+      await waitForPeers(serving, 3);
+      return serving;
+    });
+    for (const { serving, peers } of started) {
+      await serving.close();
+      await peers.close();
+    }
+  },
+});

@@ -4,12 +4,11 @@
  * the CPU: rejected drafts are trimmed in place) and when it holds every layer on WebGPU (KV in
  * GPU buffers, cut by lowering the length the graph reads: no rebuild either).
  */
-import { expect, test } from '@playwright/test';
+import { expect } from '@playwright/test';
 import OpenAI from 'openai';
-import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { STORIES_GOLDEN } from '../engine/harness.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { joinTab, startStoriesHead, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, startStoriesHead, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -18,25 +17,16 @@ test.afterEach(() => expect(takeSpecViolations()).toEqual([]));
 
 const goldenText = STORIES_GOLDEN.map((id) => `t${id}`).join(' ');
 
-test('Node peer + wasm tab + Node peer: greedy with speculation gives the golden ids; drafts kept and rejected pass through the tab', async ({ page }) => {
-  const serving = await startStoriesHead();
-  const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
-  try {
-    await waitForPeers(serving, 2);
-    await joinTab(page, serving, 'autojoin=1&device=wasm&peer-id=local-1b');
-    await waitForPeers(serving, 3);
-    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
-    const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 32, temperature: 0 });
-    expect(reply.choices[0].text).toBe(goldenText);
-    const session = serving.store.state.finished[0];
-    expect(session.hops.map((h) => h.peerId)).toEqual(['local-1', 'local-1b', 'local-2']);
-    expect(session.speculation!.accepted).toBeGreaterThan(0);
-    expect(session.speculation!.drafted).toBeGreaterThan(session.speculation!.accepted);
-    expect(session.repairs).toEqual([]); // KV on the CPU: every rejection was trimmed in place
-  } finally {
-    await serving.close();
-    await peers.close();
-  }
+test('Node peer + wasm tab + Node peer: greedy with speculation gives the golden ids; drafts kept and rejected pass through the tab', async ({ sandwich }) => {
+  const serving = await sandwich('wasm');
+  const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+  const reply = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 32, temperature: 0 });
+  expect(reply.choices[0].text).toBe(goldenText);
+  const session = serving.store.state.finished[0];
+  expect(session.hops.map((h) => h.peerId)).toEqual(['local-1', 'local-1b', 'local-2']);
+  expect(session.speculation!.accepted).toBeGreaterThan(0);
+  expect(session.speculation!.drafted).toBeGreaterThan(session.speculation!.accepted);
+  expect(session.repairs).toEqual([]); // KV on the CPU: every rejection was trimmed in place
 });
 
 test('a WebGPU tab holding every layer: greedy with speculation gives the golden ids; its GPU-held KV is cut in place after rejections', async ({ page }) => {

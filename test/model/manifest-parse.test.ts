@@ -64,6 +64,13 @@ describe('parseShardManifest refuses a mutated manifest with a ManifestError nam
     }
   });
 
+  it('a sliding window: a positive size with layers inside the range parses; anything else is refused', () => {
+    expect(parseShardManifest(mutated((m) => (m.window = { size: 4, layers: [0] })), SOURCE).window).toEqual({ size: 4, layers: [0] });
+    for (const window of [{ size: 0, layers: [0] }, { size: 4, layers: [1] }, { size: 4, layers: [] }, { size: 4 }, 7]) {
+      expect(refusal(mutated((m) => (m.window = window))).message).toMatch(/window is not/);
+    }
+  });
+
   it('a segment of an unknown kind, or one that is not an object', () => {
     const i = floatAt();
     expect(refusal(mutated((m) => (m.segments[i].kind = 'int3'))).message).toMatch(new RegExp(`segments\\[${i}\\] is malformed`));

@@ -42,6 +42,12 @@ export function parseShardManifest(json: unknown, source: string): ShardManifest
       if ((r.offset as number) + (r.length as number) > (m.weightsLength as number)) fail(`segments[${i}] ends past weightsLength`);
     }
   }
+  if (m.window !== undefined) {
+    const w = m.window as Record<string, unknown>;
+    const range = part.kind === 'layers' ? part.range : undefined;
+    const layersOk = range !== undefined && Array.isArray(w?.layers) && w.layers.length > 0 && w.layers.every((l) => isInt(l) && l >= range.start && l < range.end);
+    if (typeof w !== 'object' || w === null || !isInt(w.size) || w.size < 1 || !layersOk) fail('window is not a positive size with layers inside the part\'s range');
+  }
   return m as unknown as ShardManifest;
 }
 

@@ -20,9 +20,9 @@ export function fnv1a64(text: string): string {
 
 /**
  * Bumped when the graphs built for the same checkpoint change meaning, so cached artifacts of
- * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs).
+ * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs; 3: windowed layers read `seqlens_k_window`).
  */
-export const GRAPH_FORMAT = 2;
+export const GRAPH_FORMAT = 3;
 
 export function modelKey(checkpoint: Pick<Checkpoint, 'config' | 'tensors' | 'files'>): string {
   const parts: string[] = [`graph-format ${GRAPH_FORMAT}`, JSON.stringify(checkpoint.config)];

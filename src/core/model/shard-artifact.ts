@@ -11,6 +11,7 @@ import { serializeModel } from './onnx/onnx-model.ts';
 import { weightSpecName, type WeightSpec } from './quant/weight-format.ts';
 import { buildShardGraph } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
+import { windowedLayers, type KvWindow } from './layer-attention.ts';
 import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
 import { packWeights, type PackedChunk } from './weight-packing.ts';
 import { planWeights } from './weight-plan.ts';
@@ -26,8 +27,9 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // outputs and a batch dimension in shard graphs (KV pool, batched decode). 6 (issue 15): the
 // head graph takes logit_positions (logits of several positions, also several sessions' rows).
 // 7 (issue 24): shard graphs take seqlens_k, total_sequence_length and position_ids in place
-// of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer).
-export const ARTIFACT_FORMAT = 7;
+// of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer). 8 (issue 22):
+// sliding-window layers read seqlens_k_window / total_sequence_length_window; manifest `window`.
+export const ARTIFACT_FORMAT = 8;
 
 export interface ShardManifest {
   readonly format: number;
@@ -39,6 +41,11 @@ export interface ShardManifest {
   readonly weights: WeightSpec;
   readonly weightsLength: number;
   readonly segments: readonly WeightSegment[];
+  /**
+   * A layers part with sliding-window layers: the window and which of its layers it applies
+   * to. Their KV keeps only the window (KvState), fed with `seqlens_k_window` / `total_sequence_length_window`.
+   */
+  readonly window?: KvWindow;
 }
 
 export interface ShardArtifact {
@@ -66,6 +73,12 @@ function planPart(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocati
   return { plan, graph };
 }
 
+function windowOf(config: ModelConfig, part: ShardPart): { window?: KvWindow } {
+  if (part.kind !== 'layers') return {};
+  const window = windowedLayers(config, part.range);
+  return window ? { window } : {};
+}
+
 /** Bytes of a part's packed weights in a format: what a peer holding it loads (the planner's unit). */
 export function partWeightBytes(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocation>, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec): number {
   return planPart(config, tensors, part, dtype, weights).plan.length();
@@ -82,7 +95,7 @@ export function buildShardArtifact(
 ): ShardArtifact {
   const { plan, graph } = planPart(config, tensors, part, dtype, weights);
   return {
-    manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments() },
+    manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments(), ...windowOf(config, part) },
     graph: serializeModel(graph),
   };
 }

@@ -17,8 +17,10 @@
  * decode (seq 1), a suffix on a reused prefix, and a batch of sessions each at its own
  * length (seq equal across the batch). Attention is onnxruntime's GroupQueryAttention
  * (com.microsoft) with a separate RotaryEmbedding; it reads each entry's first past[b]
- * positions; `new.*` are the K (after rotary) and V of the fed positions alone, so a pool
- * writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
+ * positions (a sliding-window layer reads `seqlens_k_window` / `total_sequence_length_window`
+ * instead, inputs only graphs with such layers have: its past holds just the window's last
+ * positions, so its KV stops growing; rotary still counts from `position_ids`); `new.*` are
+ * the K (after rotary) and V of the fed positions alone, so a pool writes just those into its buffers and never fetches the whole cache (onnxruntime's JS
  * API copies every fetched output); `present.*` is the past followed by the new positions,
  * which a runtime keeping KV on the GPU binds back as the next past.
  * Norms are (Skip)SimplifiedLayerNormalization; linear layers are Gemm with transB = 1 over
@@ -31,7 +33,7 @@ import { OnnxType, type Initializer, type OnnxGraph, type OnnxTypeCode } from '.
 import { ropeCaches } from './rope.ts';
 import { layerTensorNames } from './architectures.ts';
 import type { LayerRange, ModelConfig, RopeConfig } from './types.ts';
-import { layerAttention } from './layer-attention.ts';
+import { layerAttention, windowedLayers } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
 import { emitSparseMlp } from './moe/moe-graph.ts';
 import { gptOssAttention } from './moe/gpt-oss-graph.ts';
@@ -62,6 +64,10 @@ export function sequenceInputs(pasts: readonly number[], seq: number): { seqlens
   for (let b = 0; b < pasts.length; b++) for (let i = 0; i < seq; i++) positionIds[b * seq + i] = BigInt(pasts[b]! + i);
   return { seqlensK: Int32Array.from(pasts, (p) => p + seq - 1), total: Int32Array.of(Math.max(...pasts) + seq), positionIds };
 }
+/** seqlens_k of the sliding-window layers, from the positions their past holds ([B] int32). */
+export const SHARD_INPUT_SEQLENS_K_WINDOW = 'seqlens_k_window';
+/** total_sequence_length of the sliding-window layers ([] int32). */
+export const SHARD_INPUT_TOTAL_LENGTH_WINDOW = 'total_sequence_length_window';
 export const newKeyName = (layer: number) => `new.${layer}.key`;
 export const newValueName = (layer: number) => `new.${layer}.value`;
 
@@ -93,9 +99,15 @@ export function buildShardGraph(
   const seqlensK = g.input(SHARD_INPUT_SEQLENS_K, OnnxType.INT32, ['batch']);
   const totalScalar = g.input(SHARD_INPUT_TOTAL_LENGTH, OnnxType.INT32, []);
   const positionIds = g.input(SHARD_INPUT_POSITION_IDS, OnnxType.INT64, ['batch', 'sequence']);
+  const windowed = new Set(windowedLayers(config, range)?.layers ?? []);
+  const window =
+    windowed.size > 0
+      ? { seqlensK: g.input(SHARD_INPUT_SEQLENS_K_WINDOW, OnnxType.INT32, ['batch']), totalScalar: g.input(SHARD_INPUT_TOTAL_LENGTH_WINDOW, OnnxType.INT32, []) }
+      : undefined;
   for (let l = range.start; l < range.end; l++) {
-    g.input(pastKeyName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
-    g.input(pastValueName(l), t, ['batch', numKvHeads, 'past_capacity', D]);
+    const capacity = windowed.has(l) ? 'window_capacity' : 'past_capacity';
+    g.input(pastKeyName(l), t, ['batch', numKvHeads, capacity, D]);
+    g.input(pastValueName(l), t, ['batch', numKvHeads, capacity, D]);
   }
 
   const rows = g.op1('Shape', [input], { start: 0, end: 2 }); // [2] int64: B, seq
@@ -104,7 +116,7 @@ export function buildShardGraph(
   // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].
   const batched = weights.batchedLinears;
   const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [B, seq, H] or [B*seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true });
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true, ...(window ? { window } : {}) });
   if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
   else g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, ['batch', 'sequence', H]);
@@ -128,6 +140,8 @@ export interface DecoderSequence {
   readonly totalScalar: string; // [] int32: the longest entry's total length
   /** [2] int64 holding B and seq; absent: B is 1. */
   readonly rows?: string;
+  /** Sequence bookkeeping of the windowed layers, whose past holds only their window; absent: they read the full past. */
+  readonly window?: { readonly seqlensK: string; readonly totalScalar: string };
   /** Name each layer's new K (after rotary) and V `new.{l}.key` / `new.{l}.value` [B, seq, kvH*D], for graph outputs. */
   readonly newKv?: boolean;
 }
@@ -224,7 +238,11 @@ export function appendDecoderLayers(
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
     const [attended] = g.op(
       'GroupQueryAttention',
-      [rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l), seqlensK, totalScalar, ...(extra.sinks ? ['', '', '', '', extra.sinks] : [])],
+      [
+        rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l),
+        ...(attention.window !== undefined && sequence.window ? [sequence.window.seqlensK, sequence.window.totalScalar] : [seqlensK, totalScalar]),
+        ...(extra.sinks ? ['', '', '', '', extra.sinks] : []),
+      ],
       {
         num_heads: numHeads,
         kv_num_heads: numKvHeads,

@@ -14,7 +14,15 @@
  * entry's first past length (its `seqlens_k`), so nothing is rebuilt). `dispose` frees everything
  * exactly once. `bytes` counts what the tensors hold (their capacity), which is what the
  * peer's budget must cover.
+ *
+ * Sliding-window layers (`KvTensorOps.window`, pool mode): their tensors keep only the
+ * positions a later query can still see. When a step would overflow their room, the oldest
+ * positions are dropped (`offsetOf`), keeping the window less one plus a little slack for a
+ * rollback, so their room stays at `windowKvPositions` and their bytes stop growing past the
+ * window. Truncating behind what they still hold empties the state (a cache miss: the hop
+ * re-prefills). In replace mode (KV on the GPU) they hold everything.
  */
+import { windowKvPositions, type KvWindow } from '../model/layer-attention.ts';
 import type { LayerRange } from '../model/types.ts';
 
 /** How a runtime measures, grows and frees its tensor type (ORT tensors, GPU buffers, …). */
@@ -28,8 +36,10 @@ export interface KvTensorOps<T> {
    * `tensor` (none when absent), or undefined when this runtime cannot (KV on the GPU).
    * `tensor` is left as it was.
    */
-  grow(tensor: T | undefined, capacity: number, length: number): T | undefined;
+  grow(tensor: T | undefined, capacity: number, length: number, offset?: number): T | undefined; // offset: the first position copied (default 0)
   dispose(tensor: T): void;
+  /** The model's sliding window and the layers it applies to: their KV keeps only the window. */
+  readonly window?: KvWindow;
 }
 
 export interface LayerKv<T> {
@@ -50,12 +60,20 @@ export function poolCapacity(needed: number, current: number): number {
   return Math.max(current, Math.ceil(needed / KV_BLOCK_POSITIONS) * KV_BLOCK_POSITIONS);
 }
 
+/** Positions beyond the window less one that a compacted windowed layer keeps, so a short rollback (speculation) needs no re-prefill. */
+export const WINDOW_ROLLBACK_SLACK = 32;
+
 export class KvState<T> {
   private readonly layers = new Map<number, LayerKv<T>>();
   private positions = 0;
   private room = 0;
   private heldBytes = 0;
   private disposed = false;
+  /** Windowed layers: positions dropped from the front, and the positions their tensors have room for. */
+  private dropped = 0;
+  private windowRoom = 0;
+  private readonly windowed: ReadonlySet<number>;
+  private readonly hasFull: boolean;
 
   /**
    * `onBytes` hears every change of `bytes` (the delta), so an owner can keep a running total
@@ -66,7 +84,25 @@ export class KvState<T> {
     readonly range: LayerRange,
     private readonly ops: KvTensorOps<T>,
     private onBytes?: (delta: number) => void,
-  ) {}
+  ) {
+    this.windowed = new Set(ops.window?.layers.filter((l) => l >= range.start && l < range.end) ?? []);
+    this.hasFull = this.windowed.size < range.end - range.start;
+  }
+
+  /** Positions dropped from the front of `layer`'s tensors (0 but for a compacted windowed layer): tensor index i holds position offset + i. */
+  offsetOf(layer: number): number {
+    return this.windowed.has(layer) ? this.dropped : 0;
+  }
+
+  /** Positions `layer`'s tensors have room for. */
+  capacityOf(layer: number): number {
+    return this.windowed.has(layer) ? this.windowRoom : this.room;
+  }
+
+  /** Positions the windowed layers hold (`length` when none is compacted). */
+  get windowLength(): number {
+    return this.positions - this.dropped;
+  }
 
   /** Hand the byte accounting to another owner (a prefix store adopting a released session's KV). */
   rebind(onBytes: ((delta: number) => void) | undefined): void {
@@ -82,8 +118,11 @@ export class KvState<T> {
    */
   copyFrom(source: KvState<T>, length: number): boolean {
     this.assertLive();
-    if (this.layers.size > 0 || length > source.length || length < 1) return false;
-    if (!this.growLayers(poolCapacity(length + 1, 0), length, (layer) => source.past(layer), true)) return false;
+    if (this.layers.size > 0 || length > source.length || length < 1 || source.dropped > 0) return false;
+    const capacity = poolCapacity(length + 1, 0);
+    if (!this.growLayers(() => ({ capacity, keep: length, offset: 0 }), (layer) => source.past(layer), true)) return false;
+    this.room = capacity;
+    this.windowRoom = capacity;
     this.positions = length;
     return true;
   }
@@ -95,7 +134,7 @@ export class KvState<T> {
 
   /** Positions every layer's tensors have room for (0 while empty). */
   get capacity(): number {
-    return this.room;
+    return this.hasFull ? this.room : this.windowRoom;
   }
 
   get bytes(): number {
@@ -118,21 +157,52 @@ export class KvState<T> {
    */
   reserve(total: number): boolean {
     this.assertLive();
-    if (total <= this.room && this.layers.size > 0) return true;
-    return this.growLayers(poolCapacity(total, this.room), this.positions, (layer) => this.layers.get(layer), false);
+    const empty = this.layers.size === 0;
+    const fullGrows = this.hasFull && (empty || total > this.room);
+    const windowGrows = this.windowed.size > 0 && (empty || total - this.dropped > this.windowRoom);
+    if (!fullGrows && !windowGrows) return true;
+    const fullRoom = fullGrows ? poolCapacity(total, this.room) : this.room;
+    // Windowed layers: drop what no later query sees (keeping a little slack), then size the room
+    // for the step, within the bound unless one step alone needs more.
+    const window = this.ops.window?.size ?? 0;
+    const dropTo = windowGrows ? Math.max(this.dropped, this.positions - (window - 1 + WINDOW_ROLLBACK_SLACK)) : this.dropped;
+    const needed = total - dropTo;
+    const bound = windowKvPositions(window, KV_BLOCK_POSITIONS);
+    const windowRoom = !windowGrows ? this.windowRoom : needed <= bound ? Math.max(Math.min(bound, poolCapacity(needed, 0)), Math.min(this.windowRoom, bound)) : needed;
+    const plan = (layer: number) =>
+      this.windowed.has(layer)
+        ? windowGrows
+          ? { capacity: windowRoom, keep: this.positions - dropTo, offset: dropTo - this.dropped }
+          : undefined
+        : fullGrows
+          ? { capacity: fullRoom, keep: this.positions, offset: 0 }
+          : undefined;
+    if (!this.growLayers(plan, (layer) => this.layers.get(layer), false)) return false;
+    this.room = fullRoom;
+    this.windowRoom = windowRoom;
+    this.dropped = dropTo;
+    return true;
   }
 
   /**
-   * Every layer's K/V grown to `capacity` positions keeping the first `keep` of `from(layer)`
-   * (a layer `from` lacks starts empty, unless `required`): all installed, or, when the
-   * runtime cannot grow a tensor, none (false, what was grown freed).
+   * Layers grown as `plan(layer)` says (undefined: left as they are), each keeping `keep`
+   * positions of `from(layer)` from `offset` on (a layer `from` lacks starts empty, unless
+   * `required`): all installed, or, when the runtime cannot grow a tensor, none (false, what
+   * was grown freed).
    */
-  private growLayers(capacity: number, keep: number, from: (layer: number) => LayerKv<T> | undefined, required: boolean): boolean {
+  private growLayers(
+    plan: (layer: number) => { capacity: number; keep: number; offset: number } | undefined,
+    from: (layer: number) => LayerKv<T> | undefined,
+    required: boolean,
+  ): boolean {
     const grown = new Map<number, LayerKv<T>>();
     for (let layer = this.range.start; layer < this.range.end; layer++) {
+      const size = plan(layer);
+      if (size === undefined) continue;
+      const { capacity, keep, offset } = size;
       const old = from(layer);
-      const key = old === undefined && required ? undefined : this.ops.grow(old?.key, capacity, keep);
-      const value = key === undefined ? undefined : this.ops.grow(old?.value, capacity, keep);
+      const key = old === undefined && required ? undefined : this.ops.grow(old?.key, capacity, keep, offset);
+      const value = key === undefined ? undefined : this.ops.grow(old?.value, capacity, keep, offset);
       if (key === undefined || value === undefined) {
         if (key !== undefined) this.ops.dispose(key);
         for (const kv of grown.values()) this.free(kv, false);
@@ -141,14 +211,14 @@ export class KvState<T> {
       grown.set(layer, { key, value });
     }
     for (const [layer, kv] of grown) this.replace(layer, kv);
-    this.room = capacity;
     return true;
   }
 
   /** Record that the executor wrote positions up to `total` into the tensors in place. */
   commit(total: number): void {
     this.assertLive();
-    if (total < this.positions || total > this.room) throw new RangeError(`commit(${total}) outside [${this.positions}, ${this.room}]`);
+    const room = Math.min(this.hasFull ? this.room : Infinity, this.windowed.size > 0 ? this.dropped + this.windowRoom : Infinity);
+    if (total < this.positions || total > room) throw new RangeError(`commit(${total}) outside [${this.positions}, ${room}]`);
     this.positions = total;
   }
 
@@ -166,8 +236,10 @@ export class KvState<T> {
       room = Math.min(room, this.ops.capacity(next.key));
     }
     if (room < length) throw new RangeError(`present KV holds ${room} positions, expected ${length}`);
+    if (this.dropped > 0) throw new RangeError('append on a compacted window (pool KV) is not possible');
     for (let layer = this.range.start; layer < this.range.end; layer++) this.replace(layer, present.get(layer)!);
     this.room = room;
+    this.windowRoom = room;
     this.positions = length;
   }
 
@@ -175,7 +247,10 @@ export class KvState<T> {
   truncate(length: number): void {
     this.assertLive();
     if (length < 0) throw new RangeError(`truncate(${length})`);
-    if (length < this.positions) this.positions = length;
+    if (length >= this.positions) return;
+    // A windowed layer must still hold what a query at `length` sees; it dropped that: start over.
+    if (this.dropped > Math.max(0, length - ((this.ops.window?.size ?? 1) - 1))) this.clear();
+    else this.positions = length;
   }
 
   /** Drop every tensor but stay usable (length 0). */
@@ -184,6 +259,8 @@ export class KvState<T> {
     this.layers.clear();
     this.positions = 0;
     this.room = 0;
+    this.windowRoom = 0;
+    this.dropped = 0;
   }
 
   dispose(): void {

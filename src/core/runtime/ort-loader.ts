@@ -79,7 +79,7 @@ export async function createShardExecutor(
   const gpuOutputs: string[] = [];
   for (let l = part.range.start; l < part.range.end; l++) gpuOutputs.push(presentKeyName(l), presentValueName(l));
   const { session, provider } = await openWithWeights(graph, weights, options, gpuOutputs);
-  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength, options.runQueue, options.kvMode);
+  return new OrtShardExecutor(options.ort, session, shape, part.range, dtype, provider, manifest.weights, manifest.weightsLength, options.runQueue, options.kvMode, undefined, manifest.window);
 }
 
 /** An executor for a layers artifact, reading its weights from the checkpoint. */

@@ -27,11 +27,14 @@ import {
   SHARD_INPUT_POSITION_IDS,
   SHARD_INPUT_SEQLENS_K,
   SHARD_INPUT_TOTAL_LENGTH,
+  SHARD_INPUT_SEQLENS_K_WINDOW,
+  SHARD_INPUT_TOTAL_LENGTH_WINDOW,
   SHARD_OUTPUT_HIDDEN,
   sequenceInputs,
   type ActivationDtype,
 } from '../model/shard-graph.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
+import type { KvWindow } from '../model/layer-attention.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
 import type { KvState, KvTensorOps, LayerKv } from './kv-state.ts';
 import type { OrtModule } from './ort-session.ts';
@@ -57,19 +60,20 @@ export const MAX_RUN_POSITIONS = 128;
 export type KvShape = Pick<ModelConfig, 'numKvHeads' | 'headDim'>;
 
 /** KV tensor operations for ORT tensors; growing works on CPU-resident tensors only. */
-export function ortKvOps(ort: OrtModule, shape: KvShape, dtype: ActivationDtype): KvTensorOps<Tensor> {
+export function ortKvOps(ort: OrtModule, shape: KvShape, dtype: ActivationDtype, window?: KvWindow): KvTensorOps<Tensor> {
   const type = dtype === 'fp16' ? 'float16' : 'float32';
   const { numKvHeads: heads, headDim } = shape;
   return {
+    ...(window ? { window } : {}),
     bytes: (t) => t.dims.reduce((a, b) => a * b, 1) * (t.type === 'float16' ? 2 : 4),
     capacity: (t) => t.dims[2],
-    grow: (t, capacity, length) => {
+    grow: (t, capacity, length, offset = 0) => {
       if (t !== undefined && t.location !== 'cpu') return undefined; // GPU-resident KV: replaced, never grown here
       const out = dtype === 'fp16' ? new Uint16Array(heads * capacity * headDim) : new Float32Array(heads * capacity * headDim);
       if (t !== undefined && length > 0) {
         const data = t.data as FloatArray;
         const from = t.dims[2];
-        for (let h = 0; h < heads; h++) out.set(data.subarray(h * from * headDim, (h * from + length) * headDim), h * capacity * headDim);
+        for (let h = 0; h < heads; h++) out.set(data.subarray((h * from + offset) * headDim, (h * from + offset + length) * headDim), h * capacity * headDim);
       }
       return new ort.Tensor(type, out as Float32Array, [1, heads, capacity, headDim]);
     },
@@ -119,8 +123,10 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     kvMode?: KvMode,
     /** Most positions one pooled run takes (see MAX_RUN_POSITIONS). */
     private readonly maxRunPositions = MAX_RUN_POSITIONS,
+    /** The part's sliding-window layers (its manifest's `window`): the graph takes `seqlens_k_window`. */
+    private readonly window?: KvWindow,
   ) {
-    this.kvOps = ortKvOps(ort, config, dtype);
+    this.kvOps = ortKvOps(ort, config, dtype, window);
     this.loaded = { device, weights, weightsBytes };
     const executor = this;
     this.batch = {
@@ -170,7 +176,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     // The peer's position rule trimmed already; a state that still disagrees must not run as
     // if it held the positions before (a KvState that could not trim where it lives).
     for (let b = 0; b < steps.length; b++) if (kvs[b].length !== steps[b].startPosition) throw new CacheMissError(steps[b].sessionId, kvs[b].length, steps[b].startPosition);
-    const pooled = this.kvMode === 'pool' && kvs.every((kv, b) => kv.reserve(steps[b].startPosition + tokens));
+    // A long step reserves chunk by chunk (runInChunks): windowed layers then never hold a whole prompt.
+    const pooled = this.kvMode === 'pool' && kvs.every((kv, b) => kv.reserve(steps[b].startPosition + Math.min(tokens, this.maxRunPositions)));
     if (!pooled) return this.runReplacing(steps[0], kvs[0]);
     return tokens > this.maxRunPositions ? [await this.runInChunks(steps[0], kvs[0])] : this.runPooled(steps, kvs, tokens);
   }
@@ -185,6 +192,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
       const hidden: Activations = { dtype: this.dtype, data: data.subarray(at * hiddenSize, (at + n) * hiddenSize), tokens: n, hiddenSize };
       // Released while an earlier run was in flight: no KV left to continue from.
       if (kv.isDisposed) throw new CacheMissError(step.sessionId, at, step.startPosition + at);
+      if (!kv.reserve(step.startPosition + at + n)) throw new Error('pooled KV could not grow');
       const [part] = await this.runPooled([{ sessionId: step.sessionId, startPosition: step.startPosition + at, hidden }], [kv], n);
       out.set(part.data, at * hiddenSize);
     }
@@ -198,10 +206,11 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, hidden as Float32Array, [batch, tokens, hiddenSize]),
       ...this.sequenceFeeds(steps.map((s) => s.startPosition), tokens),
+      ...this.windowFeeds(kvs.map((kv) => kv.windowLength), tokens),
     };
     const staged = batch === 1 ? undefined : this.staging.begin();
-    const starts = steps.map((s) => s.startPosition);
     for (let layer = this.range.start; layer < this.range.end; layer++) {
+      const starts = kvs.map((kv, b) => steps[b].startPosition - kv.offsetOf(layer));
       if (!staged) {
         const past = kvs[0].past(layer)!;
         feeds[pastKeyName(layer)] = past.key;
@@ -228,9 +237,10 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
       for (let b = 0; b < batch; b++) {
         if (!live[b]) continue;
         const past = kvs[b].past(layer)!;
-        const capacity = kvs[b].capacity;
-        writeNew(past.key.data as FloatArray, capacity, freshKey, b, tokens, steps[b].startPosition, numKvHeads, headDim);
-        writeNew(past.value.data as FloatArray, capacity, freshValue, b, tokens, steps[b].startPosition, numKvHeads, headDim);
+        const capacity = kvs[b].capacityOf(layer);
+        const at = steps[b].startPosition - kvs[b].offsetOf(layer);
+        writeNew(past.key.data as FloatArray, capacity, freshKey, b, tokens, at, numKvHeads, headDim);
+        writeNew(past.value.data as FloatArray, capacity, freshValue, b, tokens, at, numKvHeads, headDim);
       }
     }
     for (let b = 0; b < batch; b++) if (live[b]) kvs[b].commit(steps[b].startPosition + tokens);
@@ -244,6 +254,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, step.hidden.data as Float32Array, [1, step.hidden.tokens, hiddenSize]),
       ...this.sequenceFeeds([step.startPosition], step.hidden.tokens),
+      ...this.windowFeeds([step.startPosition], step.hidden.tokens),
     };
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const past = kv.past(layer) ?? this.emptyPast();
@@ -272,6 +283,16 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   }
 
   /** seqlens_k, total_sequence_length and position_ids for entries starting at `starts`, `tokens` each. */
+  /** The windowed layers' seqlens_k and total length, from the positions they hold (graphs with windowed layers only). */
+  private windowFeeds(held: readonly number[], tokens: number): Record<string, Tensor> {
+    if (!this.window) return {};
+    const { seqlensK, total } = sequenceInputs(held, tokens);
+    return {
+      [SHARD_INPUT_SEQLENS_K_WINDOW]: new this.ort.Tensor('int32', seqlensK, [held.length]),
+      [SHARD_INPUT_TOTAL_LENGTH_WINDOW]: new this.ort.Tensor('int32', total, []),
+    };
+  }
+
   private sequenceFeeds(starts: readonly number[], tokens: number): Record<string, Tensor> {
     const { seqlensK, total, positionIds } = sequenceInputs(starts, tokens);
     return {
