@@ -1,7 +1,7 @@
 /** `meshnet peer`: run a Node shard peer that joins a head. */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { runPeer } from '../peer/run-peer.ts';
+import { DEFAULT_RECONNECT, runPeer } from '../peer/run-peer.ts';
 import { NODE_DEVICES } from '../ort-node-runtime.ts';
 import { DEFAULT_BROWSE_MS } from '../discovery/lan-discovery.ts';
 import { DEFAULT_PREFIX_CACHE_MB, parseChoice, parseInteger, parseNumber, UsageError } from './args.ts';
@@ -27,9 +27,13 @@ export const PEER_USAGE = `meshnet peer [--head ws://HOST:PORT/peer/ws] [options
   --threads N          onnxruntime threads per shard
   --peer-id ID         name shown on the head (default node-<host>-<pid>); 'head' is
                        reserved, and an id a connected peer holds is refused
+  --once               exit when the head connection ends (the head's --local-peers do);
+                       by default a lost connection is dialled again with back-off (250 ms
+                       doubling to 5 s, jittered) forever, keeping the loaded layers
 
 Exits 2 on a usage error (an empty join token included), 1 when the head refuses the
-peer (the reason on stderr) or the head connection ends, 0 on SIGINT/SIGTERM.`;
+peer at its first join (the reason on stderr), when a refusal cannot change (a wrong join
+token, another protocol) or, with --once, when the head connection ends; 0 on SIGINT/SIGTERM.`;
 
 export async function peerCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -46,6 +50,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
       'join-token': { type: 'string' },
       threads: { type: 'string' },
       'peer-id': { type: 'string' },
+      once: { type: 'boolean' },
     },
     strict: true,
   });
@@ -73,6 +78,9 @@ export async function peerCommand(argv: string[]): Promise<void> {
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],
     worker: true,
+    // A lost head connection is dialled again (back-off with jitter) until SIGINT/SIGTERM or a
+    // refusal that cannot change; the loaded ranges and artifacts stay for the head's return.
+    reconnect: values.once ? undefined : DEFAULT_RECONNECT,
     log,
   });
   let stopping = false;
@@ -86,6 +94,6 @@ export async function peerCommand(argv: string[]): Promise<void> {
   process.on('SIGINT', stop);
   const reason = await peer.closed;
   await peer.close();
-  // Non-zero: the peer did not choose to stop (a supervisor should restart it).
-  throw new Error(`the head connection ended (${reason}); exiting`);
+  // Non-zero: the peer did not choose to stop (--once, or a refusal that cannot change).
+  throw new Error(`the head connection ended${values.once ? '' : ' and cannot be made again'} (${reason}); exiting`);
 }

@@ -32,7 +32,7 @@ export interface LocalPeers {
 export function spawnLocalPeers(options: LocalPeersOptions): LocalPeers {
   const processes: ChildProcess[] = [];
   for (let i = 1; i <= options.count; i++) {
-    const args = [...(options.execArgv ?? []), BIN, 'peer', '--head', options.headUrl, '--device', options.device, '--peer-id', `local-${i}`];
+    const args = [...(options.execArgv ?? []), BIN, 'peer', '--head', options.headUrl, '--device', options.device, '--peer-id', `local-${i}`, '--once']; // --once: they live and die with the head that spawned them
     if (options.link === 'direct') args.push('--listen', '0');
     if (options.threads !== undefined) args.push('--threads', String(options.threads));
     if (options.memoryBudgetMb !== undefined) args.push('--memory-budget', String(options.memoryBudgetMb));

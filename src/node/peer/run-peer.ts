@@ -14,6 +14,7 @@ import type { ControlMessage } from '../../shared/control.ts';
 import { isCompatibleVersion, PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../../shared/protocol.ts';
 import { startServer, type RunningServer } from '../net/start-server.ts';
 import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
+import { backoffDelays } from '../../core/route/backoff.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
 import { peerChains, type PeerChains } from './peer-chains.ts';
 import { WorkerShardService } from './worker-shard.ts';
@@ -40,14 +41,31 @@ export interface PeerProcessOptions {
   /** Run the ShardPeer in a worker thread, so onnxruntime never blocks the sockets. */
   readonly worker?: boolean;
   readonly log?: (line: string) => void;
+  /**
+   * Stay joined (the `meshnet peer` command): when the head connection ends, dial again with
+   * back-off and jitter, forever, until `close` or a refusal that cannot change. Absent: one
+   * connection (`closed` resolves when it ends).
+   */
+  readonly reconnect?: ReconnectPolicy;
 }
+
+/** Back-off between reconnection attempts: from `baseMs`, doubling, at most `maxMs`; each shortened by up to half (jitter). */
+export interface ReconnectPolicy {
+  readonly baseMs: number;
+  readonly maxMs: number;
+}
+
+/** `meshnet peer`'s: 250 ms doubling to 5 s. */
+export const DEFAULT_RECONNECT: ReconnectPolicy = { baseMs: 250, maxMs: 5000 };
 
 export interface RunningPeer {
   readonly peerId: string;
   readonly listenUrl?: string;
   readonly shard: ShardService;
-  /** Resolves with the reason when the head connection ends. */
+  /** Resolves with the reason when the head connection ends (with `reconnect`: when the peer gives up). */
   readonly closed: Promise<string>;
+  /** Connections to the head made so far (1, then one more per rejoin). */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
@@ -119,13 +137,14 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
   // Chained routes (3.2): the head's links reach the shard through the forwarder.
   const chains = peerChains({ shard, peerId, joinToken: options.joinToken, linkDelayMs: options.linkDelayMs, log });
-  const service = chains.forwarder;
   let server: RunningServer | undefined;
-  let dialed: DialedSocket | undefined;
+  let current: HeadConnection | undefined;
+  let stopped = false;
   // Every failure from here on releases what was started (the worker thread, the listener,
   // the socket), so a peer that cannot join exits instead of lingering.
   const close = async () => {
-    dialed?.socket.close(1000, 'peer shutting down');
+    stopped = true;
+    current?.dialed.socket.close(1000, 'peer shutting down');
     chains.close();
     await server?.close();
     await shard.dispose();
@@ -137,28 +156,61 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
       server = await startServer(directListenerApp(shard, peerId, options.joinToken, log, chains), { port: options.listenPort, host });
       listenUrl = options.advertiseUrl ?? `ws://${host}:${server.port}/peer/ws`;
     }
-    const socket = (dialed = await dialSocket(options.headUrl));
-    let welcomed!: (m: ControlMessage) => void;
-    let refused!: (e: Error) => void;
-    const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
-    welcome.catch(() => {});
-    const endpoint = new PeerEndpoint(service, socket.socket, (message) => {
-      if (message.kind === 'welcome') welcomed(message);
-      else if (message.kind === 'error') {
-        refused(new Error(`the head refused this peer (${message.code}): ${message.message}`));
-        log(`head error: ${message.message}`);
-      }
-    }, chains.endpoint);
-    let resolveClosed!: (reason: string) => void;
-    const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
-    socket.attach({
-      receive: (data) => void endpoint.receive(data),
-      terminated: (reason) => {
-        endpoint.terminated();
-        refused(new Error(`the head closed the connection: ${reason}`));
-        resolveClosed(reason);
-      },
-    });
+    const join = () => joinHead(options, peerId, chains, listenUrl, log);
+    current = await join();
+    log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
+    const first = current;
+    const closed = options.reconnect
+      ? keepJoined(first, options.reconnect, join, () => stopped, (c) => (current = c), log)
+      : first.closed;
+    return { peerId, listenUrl, shard, closed, close, get connections() { return connections(first); } };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/** One connection to the head: its socket and when it ends. */
+interface HeadConnection {
+  readonly dialed: DialedSocket;
+  readonly closed: Promise<string>;
+}
+
+/** A join the head refused for good (a wrong token, another protocol): retrying cannot change it. */
+export class PermanentRefusalError extends Error {
+  override readonly name = 'PermanentRefusalError';
+}
+const PERMANENT_CODES = new Set(['unauthorized', 'version_mismatch']);
+
+const joins = new WeakMap<HeadConnection, { count: number }>();
+const connections = (first: HeadConnection) => joins.get(first)?.count ?? 1;
+
+/** Dial the head, say hello, wait for `welcome`. Rejects with PermanentRefusalError for a refusal that cannot change. */
+async function joinHead(options: PeerProcessOptions, peerId: string, chains: PeerChains, listenUrl: string | undefined, log: (line: string) => void): Promise<HeadConnection> {
+  const dialed = await dialSocket(options.headUrl);
+  let welcomed!: (m: ControlMessage) => void;
+  let refused!: (e: Error) => void;
+  const welcome = new Promise<ControlMessage>((resolve, reject) => ((welcomed = resolve), (refused = reject)));
+  welcome.catch(() => {});
+  const endpoint = new PeerEndpoint(chains.forwarder, dialed.socket, (message) => {
+    if (message.kind === 'welcome') welcomed(message);
+    else if (message.kind === 'error') {
+      const text = `the head refused this peer (${message.code}): ${message.message}`;
+      refused(PERMANENT_CODES.has(message.code) ? new PermanentRefusalError(text) : new Error(text));
+      log(`head error: ${message.message}`);
+    }
+  }, chains.endpoint);
+  let resolveClosed!: (reason: string) => void;
+  const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
+  dialed.attach({
+    receive: (data) => void endpoint.receive(data),
+    terminated: (reason) => {
+      endpoint.terminated();
+      refused(new Error(`the head closed the connection: ${reason}`));
+      resolveClosed(reason);
+    },
+  });
+  try {
     endpoint.send({
       kind: 'hello',
       id: 'hello',
@@ -173,12 +225,51 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     });
     const answer = await welcome;
     if (answer.kind === 'welcome' && !isCompatibleVersion(answer.protocol)) {
-      throw new Error(`the head speaks protocol ${answer.protocol.major}.${answer.protocol.minor}, this peer ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
+      throw new PermanentRefusalError(`the head speaks protocol ${answer.protocol.major}.${answer.protocol.minor}, this peer ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`);
     }
-    log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
-    return { peerId, listenUrl, shard, closed, close };
+    return { dialed, closed };
   } catch (error) {
-    await close();
+    dialed.socket.close(1000, 'join failed');
     throw error;
+  }
+}
+
+/**
+ * Stay joined: whenever the head connection ends, dial again after a capped, jittered
+ * back-off, forever — until `stopped()` (SIGINT/SIGTERM closed the peer) or a refusal that
+ * cannot change. The shard (its artifacts, its loaded ranges) is the same across connections,
+ * so a head that comes back with the same model finds the ranges ready at its `assign`.
+ * Resolves with the reason it gave up.
+ */
+async function keepJoined(
+  first: HeadConnection,
+  policy: ReconnectPolicy,
+  join: () => Promise<HeadConnection>,
+  stopped: () => boolean,
+  set: (c: HeadConnection) => void,
+  log: (line: string) => void,
+): Promise<string> {
+  const counter = { count: 1 };
+  joins.set(first, counter);
+  let connection = first;
+  for (;;) {
+    const reason = await connection.closed;
+    if (stopped()) return reason;
+    log(`the head connection ended (${reason}); reconnecting`);
+    for (let attempt = 0; ; attempt++) {
+      const delay = backoffDelays({ baseMs: policy.baseMs, maxMs: policy.maxMs, attempts: Math.min(attempt, 30) + 1, jitter: 0.5 }).at(-1)!;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      if (stopped()) return reason;
+      try {
+        connection = await join();
+        set(connection);
+        counter.count++;
+        log(`rejoined the head after ${attempt + 1} attempt(s)`);
+        break;
+      } catch (error) {
+        if (stopped()) return reason;
+        if (error instanceof PermanentRefusalError) return error.message;
+      }
+    }
   }
 }
