@@ -1,6 +1,6 @@
 /**
  * Mixture-of-experts models over the mesh: a Qwen3-MoE checkpoint served by a browser tab
- * alone (onnxruntime-web on wasm and on WebGPU), and a gpt-oss checkpoint with MXFP4 experts
+ * alone (onnxruntime-web on WebGPU), and a gpt-oss checkpoint with MXFP4 experts
  * split over a Node peer and a wasm tab; each completion (greedy, through the OpenAI API)
  * equals the pure-TypeScript reference's greedy tokens.
  */
@@ -67,7 +67,8 @@ function head(dir: string): Promise<ServingHead> {
 
 const PROMPT = [1, 17, 42, 99, 5];
 
-for (const device of ['wasm', 'webgpu'] as const) {
+// wasm in a tab is the gpt-oss case below; Qwen3-MoE runs on WebGPU here.
+for (const device of ['webgpu'] as const) {
   test(`qwen3-moe in a tab on ${device}: greedy equals the reference`, async ({ page }) => {
     const { dir, ids } = await prepare(`qwen3-moe-${device}`, tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'F32', seed: 91 }), PROMPT, 12);
     const serving = await head(dir);

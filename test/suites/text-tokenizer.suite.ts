@@ -5,6 +5,7 @@
  * fallback template), byte-level BPE with tools in its template, and a SentencePiece
  * vocabulary with its own template.
  */
+import { END_OF_TURN_TOKENS } from '../../src/core/model/special-tokens.ts';
 import { describe, expect, it } from 'vitest';
 import type { TextTokenizer } from '../../src/core/model/tokenizer.ts';
 
@@ -44,7 +45,10 @@ export function textTokenizerSuite(name: string, factory: () => Promise<TextToke
       const { tokenizer } = await factory();
       const { bos, eos, ids, bosId, eosIds } = tokenizer.specialTokens;
       expect(bosId).toBe(bos === undefined ? undefined : ids.get(bos));
-      expect(eosIds).toEqual(eos === undefined ? [] : [ids.get(eos)]);
+      // eos_token first, then the end-of-turn tokens the chat template writes (Phi-3's <|end|>).
+      const named = eos === undefined ? 0 : 1;
+      expect(eosIds.slice(0, named)).toEqual(eos === undefined ? [] : [ids.get(eos)]);
+      for (const id of eosIds.slice(named)) expect(END_OF_TURN_TOKENS.some((t) => ids.get(t) === id)).toBe(true);
       for (const text of [bos, eos]) if (text !== undefined) expect(tokenizer.encode(text, { addSpecialTokens: false })).toEqual([ids.get(text)]);
     });
 

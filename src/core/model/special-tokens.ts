@@ -90,7 +90,7 @@ export function readSpecialTokens(
     eosId,
   };
   return {
-    tokens: { bos: named.bos, eos: named.eos, unk: named.unk, pad: named.pad, additional, ids, bosId, eosIds: eosId === undefined ? [] : [eosId] },
+    tokens: { bos: named.bos, eos: named.eos, unk: named.unk, pad: named.pad, additional, ids, bosId, eosIds: endOfTurnIds(config, ids, eosId) },
     rule,
     templateVariables,
   };
@@ -166,4 +166,22 @@ function indexOfRun(list: readonly number[], run: readonly number[]): number {
     if (same) return start;
   }
   return -1;
+}
+
+/** Special tokens that close a turn in the chat templates of common models (Gemma, Phi-3, ChatML, Llama 3). */
+export const END_OF_TURN_TOKENS = ['<end_of_turn>', '<|end|>', '<|im_end|>', '<|eot_id|>'] as const;
+
+/**
+ * The ids that end generation: `eos_token`, then each end-of-turn special token the chat
+ * template writes (Phi-3's `<|end|>` while its eos_token is `<|endoftext|>`): a model answering
+ * in its template's turns stops where its turn ends.
+ */
+function endOfTurnIds(config: Record<string, unknown>, ids: ReadonlyMap<string, number>, eosId: number | undefined): number[] {
+  const out = eosId === undefined ? [] : [eosId];
+  const template = typeof config.chat_template === 'string' ? config.chat_template : '';
+  for (const text of END_OF_TURN_TOKENS) {
+    const id = ids.get(text);
+    if (id !== undefined && template.includes(text) && !out.includes(id)) out.push(id);
+  }
+  return out;
 }

@@ -56,7 +56,8 @@ export interface TextTokenizer {
   /**
    * Named special tokens, the id of every special token, `bosId` (`bos_token` of
    * tokenizer_config.json, if it names one) and `eosIds`, the ids that end generation
-   * (`eos_token`; empty if none).
+   * (`eos_token`, then the end-of-turn tokens its chat template writes, e.g. Phi-3's `<|end|>`;
+   * empty if none).
    */
   readonly specialTokens: TokenizerSpecialTokens;
   readonly chatTemplate: ChatTemplate;
