@@ -29,7 +29,9 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // 7 (issue 24): shard graphs take seqlens_k, total_sequence_length and position_ids in place
 // of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer). 8 (issue 22):
 // sliding-window layers read seqlens_k_window / total_sequence_length_window; manifest `window`.
-export const ARTIFACT_FORMAT = 8;
+// 9 (issue 24): a batched stream's q/k/v split names `new.{l}.value` itself (one Identity a
+// layer fewer).
+export const ARTIFACT_FORMAT = 9;
 
 export interface ShardManifest {
   readonly format: number;

@@ -206,12 +206,16 @@ export function appendDecoderLayers(
     let q: string;
     let k: string;
     let v: string;
+    // A batched stream's V is already [B, seq, kvH*D]: the split names it `new.{l}.value`
+    // itself (no Identity node for the graph output).
+    const valueOutput = batchedStream && sequence.newKv ? newValueName(l) : undefined;
+    const splitOutputs = valueOutput ? [`l${l}_q_split`, `l${l}_k_split`, valueOutput] : 3;
     if (names.qkvProj) {
       // Phi-3's fused weight as it is: one linear, then split.
-      [q, k, v] = g.op('Split', [linear(normed, names.qkvProj), g.int64([numHeads * D, numKvHeads * D, numKvHeads * D])], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
+      [q, k, v] = g.op('Split', [linear(normed, names.qkvProj), g.int64([numHeads * D, numKvHeads * D, numKvHeads * D])], { axis: -1 }, { outputs: splitOutputs, label: `l${l}_qkv` });
     } else if (qkv) {
       const stacked = emitLinear(g, normed, qkv.weight, qkv.bias ? g.initializer(qkv.bias) : undefined);
-      [q, k, v] = g.op('Split', [stacked, g.int64(qkv.sizes)], { axis: -1 }, { outputs: 3, label: `l${l}_qkv` });
+      [q, k, v] = g.op('Split', [stacked, g.int64(qkv.sizes)], { axis: -1 }, { outputs: splitOutputs, label: `l${l}_qkv` });
     } else {
       q = linear(normed, names.qProj, names.qBias);
       k = linear(normed, names.kProj, names.kBias);
@@ -234,7 +238,7 @@ export function appendDecoderLayers(
     const rotary = (x: string, heads: number, output?: string) =>
       g.op1('RotaryEmbedding', [batched(x, heads), ropePositions, cos, sin], { interleaved: 0, num_heads: heads, ...partial }, { domain: 'com.microsoft', output });
     const newKey = rotary(k, numKvHeads, sequence.newKv ? newKeyName(l) : undefined);
-    const newValue = batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
+    const newValue = valueOutput !== undefined && v === valueOutput ? v : batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
     const [attended] = g.op(
       'GroupQueryAttention',
