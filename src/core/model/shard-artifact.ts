@@ -13,7 +13,8 @@ import { buildShardGraph } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
 import { windowedLayers, type KvWindow } from './layer-attention.ts';
 import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
-import { packWeights, type PackedChunk } from './weight-packing.ts';
+import { packWeights } from './weight-packing.ts';
+import type { PackedChunk } from './weight-segments.ts';
 import { planWeights } from './weight-plan.ts';
 import type { WeightSegment } from './weight-segments.ts';
 

@@ -13,7 +13,6 @@ import { packMxfp4 } from './moe/mxfp4.ts';
 import type { FloatDtype } from './types.ts';
 import type { FloatSegment, PackedChunk, QuantizeSegment, SourceTensor, WeightSegment } from './weight-segments.ts';
 
-export type { PackedChunk } from './weight-segments.ts';
 
 /** Source bytes read per chunk. */
 export const PACK_CHUNK_BYTES = 4 * 2 ** 20;

@@ -31,8 +31,8 @@ import {
   SHARD_INPUT_TOTAL_LENGTH_WINDOW,
   SHARD_OUTPUT_HIDDEN,
   sequenceInputs,
-  type ActivationDtype,
 } from '../model/shard-graph.ts';
+import type { ActivationDtype } from '../model/activations.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { KvWindow } from '../model/layer-attention.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
