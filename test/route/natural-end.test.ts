@@ -9,7 +9,26 @@ import { parseModelConfig } from '../../src/core/model/config.ts';
 import { naturalEndTokens } from '../../src/core/model/generation-limits.ts';
 import type { TextTokenizer } from '../../src/core/model/tokenizer.ts';
 import { TokenOutput } from '../../src/core/route/token-output.ts';
-import { validateSamplingParams } from '../../src/core/sampling/index.ts';
+import { validateSamplingParams, type TokenConstraint, type TokenMask } from '../../src/core/sampling/index.ts';
+
+/** A grammar seam for one test: the stop token (id 1) is allowed only while `open` is false (e.g. outside a call). */
+class GateConstraint implements TokenConstraint {
+  open = false;
+  masks = 0;
+  readonly finished = false;
+  async nextMask(): Promise<TokenMask> {
+    this.masks++;
+    return Int32Array.of(this.open ? ~0b10 : ~0); // every id of 0–27; id 1 (stop) only when closed
+  }
+  accept(tokenId: number): void {
+    if (tokenId === 27) this.open = true; // 'x.' opens a "call"
+  }
+  rollback(): void {}
+  async fork(): Promise<TokenConstraint> {
+    throw new Error('not used');
+  }
+  dispose(): void {}
+}
 
 /** Ids 0–25 are 'a'–'z'; id 26 is '.', id 27 'x.' */
 const pieces = [...'abcdefghijklmnopqrstuvwxyz', '.', 'x.'];
@@ -74,5 +93,17 @@ describe('meshnet_natural_end', () => {
   it('drafts are fitted to it: none verified past the token that ends the answer', async () => {
     const out = output({ minTokens: 3, tokenIds: [26] });
     expect((await out.fitDraft([0, 26, 1, 26, 2].map((tokenId) => ({ tokenId })))).map((d) => d.tokenId)).toEqual([0, 26, 1, 26]);
+  });
+
+  it('under a grammar, only where the grammar lets the answer end (a stop token allowed next)', async () => {
+    const constraint = new GateConstraint();
+    const out = new TokenOutput(validateSamplingParams({ temperature: 0, maxTokens: 10, stopTokenIds: [1] }), pieces.length, [0], tokenizer, undefined, constraint, { minTokens: 1, tokenIds: [26, 27] });
+    // 'x.' opens the gate: the stop token is not allowed after it, so it does not end the answer.
+    expect((await out.next(favour(27))).done).toBeUndefined();
+    const masks = constraint.masks;
+    expect((await out.next(favour(0))).done).toBeUndefined();
+    expect(constraint.masks).toBe(masks); // the mask computed early was used for this position
+    constraint.open = false;
+    expect((await out.next(favour(26))).done).toMatchObject({ finishReason: 'stop', usage: { completionTokens: 3 } });
   });
 });

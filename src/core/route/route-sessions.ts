@@ -25,7 +25,7 @@ export interface SessionRequest {
   /** Tokens asked for; undefined: the model's default (`limits.defaultMaxTokens`), cut to the room left in the context. */
   readonly maxTokens?: number;
   readonly stopStrings?: readonly string[];
-  /** The answer to a conversation: it may end at the model's natural end (`limits.naturalEnd`) unless a grammar shapes it. */
+  /** The answer to a conversation: it may end at the model's natural end (`limits.naturalEnd`) where its grammar, if any, lets it end. */
   readonly endNaturally?: boolean;
   /** What observers call the session (the API response id); default the session id. */
   readonly label?: string;
@@ -149,8 +149,7 @@ export class RouteSessions {
     let holding = true;
     const session = new RouteSession(
       this.options.session,
-      // A grammar's answer ends where its grammar does: the natural end would cut it.
-      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint, naturalEnd: request.endNaturally && !constraint ? limits.naturalEnd : undefined },
+      { sessionId: request.sessionId, promptIds: request.promptIds, params, stopStrings: request.stopStrings, speculate, constraint, naturalEnd: request.endNaturally ? limits.naturalEnd : undefined },
       signal,
       {
         onUpdate: (t) => {

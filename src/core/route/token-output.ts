@@ -36,6 +36,8 @@ export class TokenOutput {
   private readonly stop: StopChecker;
   private readonly decoder: StreamDecoder | undefined;
   private readonly matcher: StopStringMatcher | undefined;
+  /** The next position's mask, computed early to see whether the grammar lets the answer end (consumed by `next`). */
+  private nextMaskEarly: TokenMask | undefined;
   /** Masks `fitDraft` computed for the drafts of the step under way, in order (consumed by `next`). */
   private readonly fittedMasks: { readonly tokenId: number; readonly mask: TokenMask | undefined }[] = [];
 
@@ -73,7 +75,9 @@ export class TokenOutput {
   async next(logits: Float32Array, draft?: DraftToken): Promise<PositionOutput> {
     const history = { prompt: this.promptIds, generated: this.generated };
     const fitted = draft && this.fittedMasks[0]?.tokenId === draft.tokenId ? this.fittedMasks.shift() : undefined;
-    const mask = fitted ? fitted.mask : await this.constraint?.nextMask();
+    const early = this.nextMaskEarly;
+    this.nextMaskEarly = undefined;
+    const mask = fitted ? fitted.mask : (early ?? (await this.constraint?.nextMask()));
     const sampled = draft ? this.sampler.verify(logits, history, draft, mask) : { ...this.sampler.sample(logits, history, mask), accepted: false };
     if (!sampled.accepted) this.fittedMasks.length = 0; // the drafts after a replaced one are void
     this.constraint?.accept(sampled.tokenId);
@@ -84,7 +88,7 @@ export class TokenOutput {
     if (finishReason !== 'stop') {
       const delta = this.decoder?.push(sampled.tokenId) ?? '';
       const matched = this.matcher ? this.matcher.push(delta) : { emit: delta, stopped: false };
-      if (matched.stopped || this.endsNaturally(sampled.tokenId, this.generated.length)) finishReason = 'stop';
+      if (matched.stopped || (this.endsNaturally(sampled.tokenId, this.generated.length) && (await this.grammarMayEnd()))) finishReason = 'stop';
       token = { type: 'token', tokenId: sampled.tokenId, text: matched.emit, logprob: sampled.logprob, topLogprobs: sampled.topLogprobs };
     }
     const accepted = sampled.accepted;
@@ -101,6 +105,7 @@ export class TokenOutput {
    * it began.
    */
   async fitDraft(drafts: readonly DraftToken[]): Promise<DraftToken[]> {
+    this.nextMaskEarly = undefined; // the walk asks for it again
     const fitted = drafts.slice(0, this.room);
     const stopIds = this.params.stopTokenIds;
     const end = fitted.findIndex((d, i) => stopIds.includes(d.tokenId) || this.endsNaturally(d.tokenId, this.generated.length + i + 1));
@@ -108,6 +113,19 @@ export class TokenOutput {
     this.cutAtStopString(fitted);
     await this.cutAtGrammar(fitted);
     return fitted;
+  }
+
+  /**
+   * Whether the grammar (if any) lets the answer end here: a stop token is allowed next (free
+   * text under `tool_choice: auto`, never inside a call or an unfinished JSON value). The mask
+   * is kept for the next position.
+   */
+  private async grammarMayEnd(): Promise<boolean> {
+    if (!this.constraint) return true;
+    if (this.constraint.finished) return true;
+    const mask = await this.constraint.nextMask();
+    this.nextMaskEarly = mask;
+    return mask === undefined || this.params.stopTokenIds.some((id) => maskAllows(mask, id));
   }
 
   /** Whether `tokenId`, the answer's `count`-th token, is a natural end. */
