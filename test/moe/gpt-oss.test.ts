@@ -180,3 +180,20 @@ describe('gpt-oss invariants (MXFP4)', () => {
     expect(() => parseModelConfig('config.json', { ...config, quantization_config: { quant_method: 'fp8' } })).toThrow(/quantization_config' quant_method "fp8" is not supported for gpt-oss/);
   });
 });
+
+describe('gpt-oss in fp16 activations', () => {
+  it('MXFP4 experts with fp16 scales stay within fp16 error of fp32', async () => {
+    const { model } = models.get('MXFP4 experts')!;
+    const tokens = [1, 9, 77, 23, 54, 100, 3, 61];
+    const whole = await trace(model, [], tokens.slice(0, 5), tokens.slice(5));
+    const p = await pipeline(model, [{ start: 0, end: 4 }], 'cpu', 'fp16');
+    try {
+      const half = [await stepLogits(p, 'fp16', tokens.slice(0, 5), 0)];
+      let position = 5;
+      for (const id of tokens.slice(5)) half.push(await stepLogits(p, 'fp16', [id], position++));
+      half.forEach((logits, step) => expect(maxAbsDiff(logits, whole[step]), `step ${step}`).toBeLessThan(2e-2));
+    } finally {
+      await p.dispose();
+    }
+  });
+});

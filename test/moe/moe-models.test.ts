@@ -202,3 +202,19 @@ describe('onnxruntime-web (wasm) in Node', () => {
     }
   });
 });
+
+describe('fp16 activations', () => {
+  it('the MoE graphs in fp16 (router cast to float32 for softmax/top-k) stay within fp16 error of fp32', async () => {
+    const { model } = models.get('qwen2-moe (shared expert, not renormalized, mlp_only_layers)')!;
+    const whole = await trace(model, []);
+    const p = await pipeline(model, [all(model.checkpoint.config)], 'cpu', 'fp16');
+    try {
+      const half = [await stepLogits(p, 'fp16', [1, 9, 77, 23, 54], 0)];
+      let position = 5;
+      for (const id of [100, 3, 61]) half.push(await stepLogits(p, 'fp16', [id], position++));
+      half.forEach((logits, step) => expect(maxAbsDiff(logits, whole[step]), `step ${step}`).toBeLessThan(2e-2));
+    } finally {
+      await p.dispose();
+    }
+  });
+});
