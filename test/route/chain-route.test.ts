@@ -10,10 +10,14 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { DEADLINE_FLOOR_MS } from '../../src/core/mesh/hop-latency.ts';
+import { HEAD_PEER_ID } from '../../src/core/mesh/plan-route.ts';
+import { HopVerifier } from '../../src/core/route/verify-hop.ts';
+import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import { createRng } from '../../src/core/sampling/rng.ts';
 import { ManualClock } from './manual-clock.ts';
 import { FaultyPeer, type PeerFault } from './peer-doubles.ts';
 import { chainMesh } from './chain-harness.ts';
-import { collect, greedy, openSession, PROMPT, useStories } from './route-harness.ts';
+import { collect, createPeer, greedy, openSession, PROMPT, useStories } from './route-harness.ts';
 
 const TOKENS = 16;
 const stories = useStories('chain-route', TOKENS);
@@ -46,6 +50,18 @@ describe('a chained route gives the one-process answer', () => {
     expect(starFrames(t)).toEqual([0, 0, 0]);
     // 9 prompt positions in chunks of 3: three copies of the prefill per hop, then the decode steps.
     expect(session.telemetry.hops[2].frames).toBeGreaterThanOrEqual(3 + 1);
+  });
+
+  it('four sessions at once on one chain: each gives the one-process answer, every KV entry freed', async () => {
+    const t = chainMesh(stories.ctx, 3);
+    const sessions = Array.from({ length: 4 }, () => openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain' }, PROMPT));
+    const answers = await Promise.all(sessions.map((s) => collect(s)));
+    for (const { ids } of answers) expect(ids).toEqual(stories.expected);
+    expect(sessions.flatMap((s) => s.telemetry.repairs)).toEqual([]);
+    expect([...t.peers.values()].flatMap((p) => p.reports)).toEqual([]);
+    expect(starFrames(t)).toEqual([0, 0, 0]);
+    await Promise.all(sessions.map((s) => s.closed));
+    for (const p of t.peers.values()) expect([p.shard.kvEntries, p.forwarder.table.size]).toEqual([0, 0]);
   });
 
   it('star mode sends no chain frame and gives the same tokens', async () => {
@@ -138,5 +154,20 @@ describe('chain frames only from the sender the head named', () => {
     expect(await f.handleControl({ kind: 'chain', sessionId, range, from: 'head', to: { peerId: 'head', range } })).toMatchObject({ kind: 'error', code: 'protocol_error' });
     expect(await f.handleControl({ kind: 'chain', sessionId, range, from: 'head', to: { peerId: 'p9', range } })).toMatchObject({ kind: 'error', code: 'route_unavailable' });
     expect(f.table.size).toBe(0);
+  });
+});
+
+describe('--verify on a chain', () => {
+  it('p2 echoes its input (finite, wrong) from its 3rd frame: its copy fails the check, p2 is replaced (mismatch), the tokens are exact', async () => {
+    let echo!: FaultyPeer;
+    const t = chainMesh(stories.ctx, 4, (id, peer) => (id === 'p2' ? (echo = new FaultyPeer(peer, 'echo', 2)) : peer));
+    // The head as a witness that is never planned.
+    t.mesh.addPeer({ id: HEAD_PEER_ID, runtime: 'head', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(stories.ctx)) });
+    const verifier = new HopVerifier({ fraction: 1, source: t.mesh, rng: createRng(7) });
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain', verifier }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
+    expect(echo.faulted).toBe(1);
+    expect(session.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', cause: 'mismatch', lostPeerId: 'p2' })]);
+    expect(t.peers.get('p2')!.copies).toBe(3); // two good copies, then the echo
   });
 });

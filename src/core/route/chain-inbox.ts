@@ -9,6 +9,7 @@
 import type { ErrorMessage } from '../../shared/control.ts';
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import { FRAME_HEADER_BYTES, FRAME_OFFSETS, frameRequestId } from '../../shared/frame-layout.ts';
+import { readSessionId } from '../frames/session-id.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { Hop } from './hop.ts';
 import { HopDeadlineError } from './route-errors.ts';
@@ -25,6 +26,14 @@ export class ChainReportError extends Error {
 }
 
 const key = (requestId: number, hop: number) => `${requestId}:${hop}`;
+
+function sameSession(bytes: Uint8Array, sessionId: string): boolean {
+  try {
+    return readSessionId(bytes, FRAME_OFFSETS.sessionId) === sessionId;
+  } catch {
+    return false;
+  }
+}
 
 export class ChainInbox {
   private readonly copies = new Map<string, Uint8Array>();
@@ -52,6 +61,8 @@ export class ChainInbox {
             if (requestId === undefined || !this.requestIds.has(requestId) || bytes.byteLength < FRAME_HEADER_BYTES) return;
             const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
             if (view.getUint16(FRAME_OFFSETS.layerStart, true) !== hop.range.start || view.getUint16(FRAME_OFFSETS.layerEnd, true) !== hop.range.end) return;
+            // Request ids are each session's own: another session's copy on this peer's link is not ours.
+            if (!sameSession(bytes, this.sessionId)) return;
             const k = key(requestId, i);
             if (!this.copies.has(k)) this.copies.set(k, bytes);
             this.wake?.();
