@@ -106,7 +106,13 @@ describe('npm start -- --port 0, the way the README says', () => {
     try {
       await until(run, () => /-d '.*'\n/.test(run.stdout) && (run.stderr.match(/loaded layers/g)?.length ?? 0) >= 2, 'the banner and both peers loaded');
       const base = /API\s+(http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(run.stdout)![1]!;
-      const health = await fetch(`${base}/health`);
+      // Loaded is not yet routable: /health turns 200 once each range answered its warm-up frame (#27).
+      const healthDeadline = Date.now() + 15_000;
+      let health = await fetch(`${base}/health`);
+      while (health.status !== 200 && Date.now() < healthDeadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        health = await fetch(`${base}/health`);
+      }
       expect(health.status).toBe(200);
 
       if (kind === '') {
