@@ -48,7 +48,7 @@ export async function waitForPeers(serving: ServingHead, count: number, timeoutM
  * `test` with the `sandwich` fixture: `sandwich(device, head?)` starts a head over stories260k
  * that holds no layers (`head` overrides its options), two Node peers (local-1, local-2, relay,
  * CPU) and joins this test's page between them as a tab (local-1b: peers are ordered by id),
- * and waits until all three are in the mesh. Everything it started is closed after the test.
+ * and waits until all three are in the mesh and the route through them is warm. Everything it started is closed after the test.
  */
 export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: Partial<ServeOptions>) => Promise<ServingHead> }>({
   sandwich: async ({ page }, use) => {
@@ -60,6 +60,13 @@ export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: P
       await waitForPeers(serving, 2);
       await joinTab(page, serving, `autojoin=1&device=${device}&peer-id=local-1b`);
       await waitForPeers(serving, 3);
+      // Joined is not yet routed: until the tab's range answered its warm-up frame (#27), requests
+      // take the last ready plan, without the tab. Wait for the plan through all three.
+      const warmBy = Date.now() + 60_000;
+      while (!serving.head.mesh.routeReady()) {
+        if (Date.now() > warmBy) throw new Error('the route through the tab did not warm up within 60 s');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       return serving;
     });
     for (const { serving, peers } of started) {
