@@ -65,6 +65,7 @@ describe('a chained route over sockets', () => {
     const { ids } = await collect(session);
     expect(ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.hops).toHaveLength(3);
+    expect(session.telemetry.links).toEqual(['direct', 'direct']);
     expect(session.telemetry.repairs).toEqual([]);
     expect(m.starFrames()).toEqual(warmed);
     for (const hop of session.telemetry.hops) expect(m.copies.get(hop.peerId)).toBe(hop.frames);
@@ -88,6 +89,7 @@ describe('a chained route over sockets', () => {
     expect(m.copies.get('mixed-1')).toBe(0);
     expect(m.copies.get('mixed-2')).toBe(session.telemetry.hops[1].frames);
     expect(m.copies.get('mixed-3')).toBe(session.telemetry.hops[2].frames);
+    expect(session.telemetry.links).toEqual(['head', 'direct']);
     expect(session.telemetry.repairs).toEqual([]);
   });
 
@@ -96,6 +98,7 @@ describe('a chained route over sockets', () => {
     const session = openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'star' });
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     expect([...m.copies.values()]).toEqual([0, 0, 0]);
+    expect(session.telemetry.links).toEqual(['head', 'head']);
   });
 
   it('a peer mid-chain shuts down mid-stream: replaced, golden tokens', { timeout: 60_000 }, async () => {
