@@ -2,13 +2,16 @@
  * A browser tab as a shard peer: dials the head's /peer/ws (a relay link — tabs cannot
  * accept connections), says hello with its runtime, execution provider, WebGPU adapter facts
  * and memory budget, then serves the layer ranges it is assigned with the same ShardPeer the
- * Node peer runs. A lost GPU device closes the link: the head treats it as a peer loss.
+ * Node peer runs. In a chained route (3.2) it forwards its output straight to a next hop that
+ * listens, dialling out to it (browser-chains.ts); the link into it goes through the head.
+ * A lost GPU device closes the link: the head treats it as a peer loss.
  */
 import * as ort from 'onnxruntime-web/webgpu';
 import { PeerEndpoint } from '../core/peer/peer-endpoint.ts';
 import { ShardPeer } from '../core/peer/shard-peer.ts';
 import type { AdapterInfo, ControlMessage } from '../shared/control.ts';
 import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../shared/protocol.ts';
+import { tabChains } from './browser-chains.ts';
 import { openBrowserSocket } from './browser-socket.ts';
 import { fetchShardLoader } from './fetch-loader.ts';
 
@@ -99,17 +102,19 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
       report();
     },
   });
+  const peerId = options.peerId ?? `browser-${crypto.randomUUID().slice(0, 8)}`;
+  const chains = tabChains(shard, peerId, options.joinToken);
   const socket = await openBrowserSocket(options.headUrl);
   let resolveClosed!: (reason: string) => void;
   const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
-  const endpoint = new PeerEndpoint(shard, socket.socket, (message: ControlMessage) => {
+  const endpoint = new PeerEndpoint(chains.forwarder, socket.socket, (message: ControlMessage) => {
     if (message.kind === 'welcome') status.state = 'connected';
     if (message.kind === 'error') {
       status.lastError = message.message;
       if (message.code === 'unauthorized' || message.code === 'version_mismatch') status.state = 'refused';
     }
     report();
-  });
+  }, chains.endpoint);
   const watchDevice = () => {
     // After a WebGPU session exists, a lost device ends this peer: the head replaces it.
     const gpuDevice = (ort.env as { webgpu?: { device?: Promise<{ lost: Promise<{ message: string }> }> } }).webgpu?.device;
@@ -138,6 +143,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
     },
     terminated: (reason) => {
       endpoint.terminated();
+      chains.close();
       if (status.state !== 'refused') status.state = 'disconnected';
       status.lastError ??= reason;
       report();
@@ -152,7 +158,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
     runtime: 'browser',
     executionProvider: device === 'wasm' ? 'wasm' : 'webgpu',
     memoryBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
-    peerId: options.peerId ?? `browser-${crypto.randomUUID().slice(0, 8)}`,
+    peerId,
     // onnxruntime-web 1.30 runs MatMulNBits (4 and 8 bits, with or without zero points) on wasm and WebGPU.
     weightFormats: WIRE_WEIGHT_FORMATS,
     ...(options.joinToken ? { joinToken: options.joinToken } : {}),

@@ -11,6 +11,7 @@ import { CacheMissError } from '../../src/core/runtime/shard-executor.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
 import { buildGemmaCheckpointFiles } from '../fixtures/gemma-checkpoints.ts';
 import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
+import { tinyGptOssCheckpoint } from '../fixtures/gpt-oss-checkpoints.ts';
 import { fixtureModel, fixtureModelFromFiles, maxAbsDiff, pipeline, referenceWeights, stepLogits, tempDir } from '../engine/harness.ts';
 import { ReferenceKvCache, referenceEmbed, referenceHead, referenceLayers } from '../reference/forward.ts';
 
@@ -18,11 +19,14 @@ const WINDOW = 5;
 let root: { dir: string; remove: () => Promise<void> };
 let gemma: LocalModel;
 let mistral: LocalModel;
+let gptOss: LocalModel;
 beforeAll(async () => {
   root = await tempDir('window-kv');
   process.env.MESHNET_HOME = root.dir + '/home';
   gemma = await fixtureModelFromFiles(root.dir, 'gemma3', buildGemmaCheckpointFiles({ version: 3, dtype: 'F32', tied: true, seed: 301, slidingWindow: WINDOW, slidingWindowPattern: 2, numLayers: 4, hiddenSize: 32, intermediateSize: 48, headDim: 16, maxPositionEmbeddings: 1024 })),
   mistral = await fixtureModel(root.dir, 'mistral', { ...TINY_PRESETS.mistral, dtype: 'F32', seed: 302, slidingWindow: WINDOW, numLayers: 2, hiddenSize: 32, intermediateSize: 48, maxPositionEmbeddings: 1024 });
+  const oss = tinyGptOssCheckpoint({ dtype: 'F32', seed: 303, slidingWindow: WINDOW, numLayers: 2, numExperts: 4 });
+  gptOss = await fixtureModel(root.dir, 'gpt-oss', { ...oss, configOverrides: { ...oss.configOverrides, max_position_embeddings: 1024 } });
 });
 afterAll(() => root.remove());
 
@@ -63,6 +67,38 @@ describe('windowed KV', () => {
       kv.truncate(695);
       expect(maxAbsDiff(await stepLogits(p, 's', [token(695)], 695), reference([token(695)]))).toBeLessThan(1e-4);
       await expect(stepLogits(p, 's', [token(100)], 100)).rejects.toBeInstanceOf(CacheMissError);
+    } finally {
+      await p.dispose();
+    }
+  });
+
+  it('gpt-oss (sliding and full layers, sinks): its sliding layers keep only the window, logits equal the reference', async () => {
+    const { config } = gptOss.checkpoint;
+    expect(config.slidingLayers).toEqual([true, false]); // layer_types: sliding, full
+    const weights = await referenceWeights(gptOss.checkpoint);
+    const all = { start: 0, end: config.numLayers };
+    const p = await pipeline(gptOss, [all]);
+    try {
+      const kv = new ReferenceKvCache();
+      const reference = (ids: number[]) => referenceHead(config, weights, referenceLayers(config, weights, referenceEmbed(config, weights, ids), all, kv).at(-1)!);
+      const prompt = Array.from({ length: 200 }, (_, i) => token(i));
+      expect(maxAbsDiff(await stepLogits(p, 'g', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
+      const state = p.stages[0].kv.acquire('g', all);
+      const bound = windowKvPositions(WINDOW, KV_BLOCK_POSITIONS);
+      const sliding: number[] = [];
+      const full: number[] = [];
+      for (let at = 200; at < 640; at++) {
+        const logits = await stepLogits(p, 'g', [token(at)], at);
+        const expected = reference([token(at)]);
+        if (at % 40 === 0 || at === 639) expect(maxAbsDiff(logits, expected), `position ${at}`).toBeLessThan(1e-4);
+        expect(state.capacityOf(0)).toBeLessThanOrEqual(bound);
+        if (at % 110 === 109) (sliding.push(state.capacityOf(0)), full.push(state.capacityOf(1)));
+      }
+      expect(new Set(sliding).size).toBe(1); // the sliding layer's room (so its bytes) stays put
+      expect(full.at(-1)!).toBeGreaterThan(full[0]); // the full layer's grows with the context
+      expect(state.offsetOf(0)).toBeGreaterThan(640 - bound);
+      expect(state.offsetOf(1)).toBe(0);
+      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 768, 4, KV_BLOCK_POSITIONS));
     } finally {
       await p.dispose();
     }
