@@ -4,8 +4,10 @@
  * and memory budget, then serves the layer ranges it is assigned with the same ShardPeer the
  * Node peer runs. When the head connection is lost (the head restarts, the socket drops) the
  * tab rejoins under the same id with back-off and jitter, forever, keeping its shard and
- * loaded ranges, until it is closed or refused for good. A lost GPU device closes the link
- * for good: the head treats it as a peer loss.
+ * loaded ranges, until it is closed or refused for good. In a chained route (3.2) it forwards
+ * its output straight to a next hop that listens, dialling out to it (browser-chains.ts); the
+ * link into it goes through the head. A lost GPU device closes the link for good: the head
+ * treats it as a peer loss.
  */
 import * as ort from 'onnxruntime-web/webgpu';
 import { PeerEndpoint } from '../core/peer/peer-endpoint.ts';
@@ -13,6 +15,7 @@ import { ShardPeer } from '../core/peer/shard-peer.ts';
 import type { AdapterInfo, ControlMessage } from '../shared/control.ts';
 import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../shared/protocol.ts';
 import { backoffDelays } from '../core/route/backoff.ts';
+import { tabChains } from './browser-chains.ts';
 import { openBrowserSocket, type BrowserSocket } from './browser-socket.ts';
 import { fetchShardLoader } from './fetch-loader.ts';
 
@@ -117,6 +120,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
     },
   });
   const peerId = options.peerId ?? `browser-${crypto.randomUUID().slice(0, 8)}`;
+  const chains = tabChains(shard, peerId, options.joinToken);
   const policy = options.reconnect === undefined ? DEFAULT_TAB_RECONNECT : options.reconnect;
   let resolveClosed!: (reason: string) => void;
   const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
@@ -130,6 +134,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
     if (status.state !== 'refused') status.state = 'disconnected';
     status.lastError ??= reason;
     report();
+    chains.close();
     void shard.dispose();
     resolveClosed(reason);
   };
@@ -149,7 +154,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
   /** Serve the head over `socket`: hello, then frames; `lost` runs when the socket ends. */
   const serve = (socket: BrowserSocket, lost: (reason: string) => void) => {
     current = socket;
-    const endpoint = new PeerEndpoint(shard, socket.socket, (message: ControlMessage) => {
+    const endpoint = new PeerEndpoint(chains.forwarder, socket.socket, (message: ControlMessage) => {
       if (message.kind === 'welcome') {
         status.state = 'connected';
         status.connections = (status.connections ?? 0) + 1;
@@ -160,7 +165,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
         if (PERMANENT_CODES.has(message.code)) status.state = 'refused';
       }
       report();
-    });
+    }, chains.endpoint);
     socket.attach({
       receive: (data) => {
         void endpoint.receive(data).then(() => {

@@ -132,6 +132,8 @@ export interface SessionView {
   readonly rate: readonly RatePoint[];
   readonly hops: readonly SessionHopView[];
   readonly repairs: readonly RepairView[];
+  /** Between hop i and i + 1 as the last step flowed: `direct` (chained, peer to peer) or `head` (through the head). Absent before the first step. */
+  readonly links?: readonly ('direct' | 'head')[];
   /** Present once the session has taken a step. */
   readonly speculation?: SpeculationView;
   readonly state: SessionState;

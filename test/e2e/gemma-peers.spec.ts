@@ -16,7 +16,7 @@ import { serveHead, type ServingHead } from '../../src/node/serve/serve-head.ts'
 import { createFileByteSource } from '../../src/node/file-byte-source.ts';
 import { buildGemmaCheckpointFiles, type GemmaCheckpointOptions } from '../fixtures/gemma-checkpoints.ts';
 import { ReferenceKvCache, referenceEmbed, referenceHead, referenceLayers } from '../reference/forward.ts';
-import { joinTab, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, SOFTWARE_GPU_DEADLINES, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'meshnet-gemma-e2e-'));
 test.beforeAll(() => {
@@ -52,7 +52,7 @@ async function prepare(name: string, options: GemmaCheckpointOptions, maxTokens:
 }
 
 function head(dir: string): Promise<ServingHead> {
-  return serveHead({ model: dir, port: 0, host: '127.0.0.1', localPeers: 0, link: 'relay', headLayers: 'none', maxSessions: 4, device: 'cpu', dtype: 'fp32', threads: 1, hopFloorMs: 20_000 }); // SwiftShader under load: a first step can take seconds
+  return serveHead({ model: dir, port: 0, host: '127.0.0.1', localPeers: 0, link: 'relay', headLayers: 'none', maxSessions: 4, device: 'cpu', dtype: 'fp32', threads: 1, ...SOFTWARE_GPU_DEADLINES }); // SwiftShader under load: a first step can take seconds
 }
 
 // One case per runtime keeps the CI time down: softcap + window on WebGPU, Gemma 3's local/global layers on wasm + Node.

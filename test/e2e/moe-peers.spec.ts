@@ -18,7 +18,7 @@ import { tinyMoeCheckpoint } from '../fixtures/moe-checkpoints.ts';
 import { tinyGptOssCheckpoint } from '../fixtures/gpt-oss-checkpoints.ts';
 import { ReferenceKvCache, referenceEmbed, referenceHead, referenceLayers, type ReferenceWeights } from '../reference/forward.ts';
 import { decodeMxfp4 } from '../reference/gpt-oss-forward.ts';
-import { joinTab, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, SOFTWARE_GPU_DEADLINES, useTempHome, waitForPeers } from './mesh-fixture.ts';
 import { createFileByteSource } from '../../src/node/file-byte-source.ts';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'meshnet-moe-e2e-'));
@@ -62,7 +62,7 @@ async function prepare(name: string, options: TinyCheckpointOptions, prompt: num
 }
 
 function head(dir: string): Promise<ServingHead> {
-  return serveHead({ model: dir, port: 0, host: '127.0.0.1', localPeers: 0, link: 'relay', headLayers: 'none', maxSessions: 4, device: 'cpu', dtype: 'fp32', threads: 1 });
+  return serveHead({ model: dir, port: 0, host: '127.0.0.1', localPeers: 0, link: 'relay', headLayers: 'none', maxSessions: 4, device: 'cpu', dtype: 'fp32', threads: 1, ...SOFTWARE_GPU_DEADLINES }); // a WebGPU tab on SwiftShader: see SOFTWARE_GPU_DEADLINES
 }
 
 const PROMPT = [1, 17, 42, 99, 5];

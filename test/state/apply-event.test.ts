@@ -229,6 +229,7 @@ describe('parseMeshEvent', () => {
       { kind: 'peer.left', peerId: 'a' },
       { kind: 'route.changed', route: { hops: [{ peerId: 'a', range: { start: 0, end: 5 } }] } },
       { kind: 'session.finished', session: session('s', { state: 'error', error: 'x', timeToFirstTokenMs: 12 }) },
+      { kind: 'session.updated', session: session('s', { links: ['head', 'direct'] }) },
       { kind: 'totals', totals: { requests: 1, errors: 0, tokensOut: 3, tokensPerSecond: 0 } },
     ];
     for (const event of events) {
@@ -247,6 +248,7 @@ describe('parseMeshEvent', () => {
     expect(parseMeshEvent('peer.joined', { peer: { ...peer('a'), status: 'sleeping' } })).toBeUndefined();
     expect(parseMeshEvent('session.updated', { session: { ...session('s'), rate: [{ t: 'x' }] } })).toBeUndefined();
     expect(parseMeshEvent('session.updated', { session: { ...session('s'), timeToFirstTokenMs: null } })).toBeUndefined();
+    expect(parseMeshEvent('session.updated', { session: { ...session('s'), links: ['sideways'] } })).toBeUndefined();
     expect(parseMeshEvent('snapshot', { state: { ...emptyState(), sessions: 'none' } })).toBeUndefined();
     expect(parseMeshEvent('totals', { totals: { requests: 1 } })).toBeUndefined();
   });

@@ -42,9 +42,6 @@ import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
 
-/** @deprecated import it from `./activations.ts`; this re-export goes once the branches in flight have merged (issue #21). */
-export type { ActivationDtype } from './activations.ts';
-
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
 export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
 export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;
