@@ -17,6 +17,15 @@ export function useTempHome(): string {
   return home;
 }
 
+/**
+ * Hop deadlines for a head whose route runs through a WebGPU tab on SwiftShader (Chromium's
+ * software GPU): onnxruntime-web compiles kernels for each new frame shape there, which took
+ * 2–5+ s per shape on a loaded 2-core machine (a first 3- or 6-position speculative verify), so
+ * the default ceiling (--hop-timeout 5 s) and floor (1 s) would replace a tab that is working.
+ * These tests check tokens and routes, not hang detection (test/hostile/ and test/route/ do).
+ */
+export const SOFTWARE_GPU_DEADLINES = { hopTimeoutMs: 60_000, hopFloorMs: 10_000 } as const;
+
 /** A head over stories260k that holds no layers (tabs and peers hold them). */
 export function startStoriesHead(overrides: Partial<ServeOptions> = {}): Promise<ServingHead> {
   return serveHead(testHeadOptions({ headLayers: 'none', ...overrides }));
@@ -57,13 +66,14 @@ export interface SandwichOptions {
  * stories260k that holds no layers (`head` overrides its options), two Node peers (local-1,
  * local-2, relay unless `options.link`, CPU) and joins this test's page as a tab (local-1b,
  * between them, unless `options.tabId`), and waits until all three are in the mesh and the
- * route through them is warm. Everything it started is closed after the test.
+ * route through them is warm. With a WebGPU tab the head has SOFTWARE_GPU_DEADLINES. Everything
+ * it started is closed after the test.
  */
 export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: Partial<ServeOptions>, options?: SandwichOptions) => Promise<ServingHead> }>({
   sandwich: async ({ page }, use) => {
     const started: { serving: ServingHead; peers: ReturnType<typeof spawnLocalPeers> }[] = [];
     await use(async (device, head = {}, options = {}) => {
-      const serving = await startStoriesHead(head);
+      const serving = await startStoriesHead(device === 'webgpu' ? { ...SOFTWARE_GPU_DEADLINES, ...head } : head);
       const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: options.link ?? 'relay', device: 'cpu', threads: 1 });
       started.push({ serving, peers });
       await waitForPeers(serving, 2);
