@@ -61,6 +61,7 @@ const peer = shape({
   lastHeartbeatAt: isNumber,
   'goneAt?': isNumber,
   tokensServed: isNumber,
+  'rejoins?': isNumber,
 });
 const route = shape({ hops: arrayOf(shape({ peerId: isString, range })), 'reason?': isString });
 const session = shape({
@@ -74,6 +75,7 @@ const session = shape({
   rate: arrayOf(shape({ t: isNumber, tokensPerSecond: isNumber })),
   hops: arrayOf(shape({ peerId: isString, range, frames: isNumber, tokens: isNumber, lastMs: isNumber, meanMs: isNumber, kvPositions: isNumber })),
   repairs: arrayOf(shape({ kind: oneOf('cache_miss', 'replaced'), hop: isNumber, peerId: isString, 'lostPeerId?': isString })),
+  'links?': arrayOf(oneOf('direct', 'head')),
   'speculation?': shape({ mode: oneOf('off', 'ngram', 'draft'), drafted: isNumber, accepted: isNumber, acceptanceRate: isNumber, steps: isNumber, tokensPerRoundTrip: isNumber }),
   state: oneOf('running', 'finished', 'cancelled', 'error'),
   'error?': isString,

@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { joinTab, oneProcessGreedy, startStoriesHead, STORIES_DIR, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, oneProcessGreedy, SOFTWARE_GPU_DEADLINES, startStoriesHead, STORIES_DIR, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -26,7 +26,7 @@ async function chatPromptIds(): Promise<number[]> {
 
 for (const device of ['webgpu', 'wasm'] as const) {
   test(`a tab on ${device} serves all layers; chat through the OpenAI API equals one Node process`, async ({ page }) => {
-    const serving = await startStoriesHead();
+    const serving = await startStoriesHead(device === 'webgpu' ? SOFTWARE_GPU_DEADLINES : {});
     try {
       await joinTab(page, serving, `autojoin=1&device=${device}`);
       await expect(page.locator('#state')).toHaveText('connected');

@@ -17,6 +17,15 @@ export function useTempHome(): string {
   return home;
 }
 
+/**
+ * Hop deadlines for a head whose route runs through a WebGPU tab on SwiftShader (Chromium's
+ * software GPU): onnxruntime-web compiles kernels for each new frame shape there, which took
+ * 2–5+ s per shape on a loaded 2-core machine (a first 3- or 6-position speculative verify), so
+ * the default ceiling (--hop-timeout 5 s) and floor (1 s) would replace a tab that is working.
+ * These tests check tokens and routes, not hang detection (test/hostile/ and test/route/ do).
+ */
+export const SOFTWARE_GPU_DEADLINES = { hopTimeoutMs: 60_000, hopFloorMs: 10_000 } as const;
+
 /** A head over stories260k that holds no layers (tabs and peers hold them). */
 export function startStoriesHead(overrides: Partial<ServeOptions> = {}): Promise<ServingHead> {
   return serveHead(testHeadOptions({ headLayers: 'none', ...overrides }));
@@ -44,21 +53,34 @@ export async function waitForPeers(serving: ServingHead, count: number, timeoutM
   await serving.head.waitForPeers(count, timeoutMs);
 }
 
+/** Where the sandwich's tab sits and how its Node peers link. */
+export interface SandwichOptions {
+  /** `direct`: the Node peers listen (`--listen 0`), so other peers can dial them (chained routes), and the tab joins with the join token. Default relay. */
+  readonly link?: 'relay' | 'direct';
+  /** The tab's peer id (peers are ordered by id): default local-1b, between local-1 and local-2; local-3 puts it last. */
+  readonly tabId?: string;
+}
+
 /**
- * `test` with the `sandwich` fixture: `sandwich(device, head?)` starts a head over stories260k
- * that holds no layers (`head` overrides its options), two Node peers (local-1, local-2, relay,
- * CPU) and joins this test's page between them as a tab (local-1b: peers are ordered by id),
- * and waits until all three are in the mesh and the route through them is warm. Everything it started is closed after the test.
+ * `test` with the `sandwich` fixture: `sandwich(device, head?, options?)` starts a head over
+ * stories260k that holds no layers (`head` overrides its options), two Node peers (local-1,
+ * local-2, relay unless `options.link`, CPU) and joins this test's page as a tab (local-1b,
+ * between them, unless `options.tabId`), and waits until all three are in the mesh and the
+ * route through them is warm. With a WebGPU tab the head has SOFTWARE_GPU_DEADLINES. Everything
+ * it started is closed after the test.
  */
-export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: Partial<ServeOptions>) => Promise<ServingHead> }>({
+export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: Partial<ServeOptions>, options?: SandwichOptions) => Promise<ServingHead> }>({
   sandwich: async ({ page }, use) => {
     const started: { serving: ServingHead; peers: ReturnType<typeof spawnLocalPeers> }[] = [];
-    await use(async (device, head = {}) => {
-      const serving = await startStoriesHead(head);
-      const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: 'relay', device: 'cpu', threads: 1 });
+    await use(async (device, head = {}, options = {}) => {
+      const serving = await startStoriesHead(device === 'webgpu' ? { ...SOFTWARE_GPU_DEADLINES, ...head } : head);
+      const peers = spawnLocalPeers({ count: 2, headUrl: serving.head.peerUrl, joinToken: serving.head.joinToken, link: options.link ?? 'relay', device: 'cpu', threads: 1 });
       started.push({ serving, peers });
       await waitForPeers(serving, 2);
-      await joinTab(page, serving, `autojoin=1&device=${device}&peer-id=local-1b`);
+      // A tab that dials peers proves the join token to them, so it must know it (a tab joined
+      // without one on loopback is admitted by the head, but cannot prove anything to a peer).
+      const token = options.link === 'direct' && serving.head.joinToken ? `&token=${encodeURIComponent(serving.head.joinToken)}` : '';
+      await joinTab(page, serving, `autojoin=1&device=${device}&peer-id=${options.tabId ?? 'local-1b'}${token}`);
       await waitForPeers(serving, 3);
       // Joined is not yet routed: until the tab's range answered its warm-up frame (#27), requests
       // take the last ready plan, without the tab. Wait for the plan through all three.

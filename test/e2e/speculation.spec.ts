@@ -8,7 +8,7 @@ import { expect } from '@playwright/test';
 import OpenAI from 'openai';
 import { STORIES_GOLDEN } from '../engine/harness.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { joinTab, startStoriesHead, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, SOFTWARE_GPU_DEADLINES, startStoriesHead, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -30,7 +30,7 @@ test('Node peer + wasm tab + Node peer: greedy with speculation gives the golden
 });
 
 test('a WebGPU tab holding every layer: greedy with speculation gives the golden ids; its GPU-held KV is cut in place after rejections', async ({ page }) => {
-  const serving = await startStoriesHead();
+  const serving = await startStoriesHead(SOFTWARE_GPU_DEADLINES);
   try {
     await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=gpu-tab');
     await waitForPeers(serving, 1);

@@ -71,11 +71,24 @@ describe('HopLatency: the adaptive deadline', () => {
   it('a frame of many positions gets a ceiling proportional to its positions past CEILING_POSITIONS', () => {
     const latency = new HopLatency();
     latency.record(1, 20);
+    for (const positions of [CEILING_POSITIONS, 4 * CEILING_POSITIONS, 1000]) latency.record(positions, 20 * positions);
     expect(latency.deadlineMs(CEILING_POSITIONS, 5000)).toBe(DEADLINE_SLACK * 20 * CEILING_POSITIONS);
     expect(latency.deadlineMs(4 * CEILING_POSITIONS, 5000)).toBe(4 * DEADLINE_SLACK * 20 * CEILING_POSITIONS);
     expect(latency.deadlineMs(1000, 5000)).toBe(DEADLINE_SLACK * 20 * 1000); // under its ceiling of 5000 × 1000 / 16
     for (let i = 0; i < 3; i++) latency.record(1, 2000);
     expect(latency.deadlineMs(1000, 5000)).toBe(5000 * (1000 / CEILING_POSITIONS));
+  });
+
+  it('a position count not answered yet gets the ceiling (its first run may compile kernels); once answered, the adaptive deadline', () => {
+    const latency = new HopLatency();
+    for (let i = 0; i < 10; i++) latency.record(1, 50); // decode steps, as after a warm-up
+    expect(latency.deadlineMs(1, 5000)).toBe(DEADLINE_FLOOR_MS);
+    expect(latency.deadlineMs(3, 5000)).toBe(5000); // a first 3-position speculative verify
+    latency.record(3, 2100); // it took 2.1 s (a WebGPU tab compiling for the new shape)
+    latency.record(3, 150);
+    expect(latency.deadlineMs(3, 5000)).toBe(5000); // the slow first run is in the p99 now: 4 × 700 ms × 3 is past the ceiling
+    for (let i = 0; i < LATENCY_WINDOW; i++) latency.record(3, 150);
+    expect(latency.deadlineMs(3, 5000)).toBe(Math.max(DEADLINE_FLOOR_MS, DEADLINE_SLACK * 50 * 3));
   });
 
   it('a ceiling below the floor wins', () => {

@@ -204,6 +204,8 @@ export async function oneProcessTokens(ctx: StoriesContext, promptIds: readonly 
 /** What `useStories` opens: valid inside the file's tests (set by its beforeAll). */
 export interface StoriesFixture {
   ctx: StoriesContext;
+  /** The file's MESHNET_HOME (a temporary folder, removed after): room for its own fixture files too. */
+  home: string;
   /** The one-process greedy tokens of PROMPT (`tokens` of them; empty when not asked for). */
   expected: number[];
 }
@@ -211,14 +213,15 @@ export interface StoriesFixture {
 /**
  * The usual set-up of a route test file: its own MESHNET_HOME (a temporary folder named after
  * `name`), stories260k opened, and (given `tokens`) the one-process greedy answer to PROMPT;
- * all released after.
+ * all released after. vitest runs after-hooks in reverse order, so a file's own after-hook
+ * (closing its heads, peers and sockets) registered after this call runs before the release.
  */
 export function useStories(name: string, tokens?: number): StoriesFixture {
   const fixture = {} as StoriesFixture;
   let root: { dir: string; remove: () => Promise<void> } | undefined;
   beforeAll(async () => {
     root = await tempDir(name);
-    process.env.MESHNET_HOME = root.dir;
+    process.env.MESHNET_HOME = fixture.home = root.dir;
     fixture.ctx = await openStories();
     fixture.expected = tokens === undefined ? [] : await oneProcessTokens(fixture.ctx, PROMPT, tokens);
   });

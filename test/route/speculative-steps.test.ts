@@ -8,7 +8,7 @@
  * the draft model path drafting for itself keeps every draft.
  */
 import { POSITION_RULE_MINOR, PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { decodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
@@ -17,20 +17,10 @@ import type { Drafter, SpeculateMode } from '../../src/core/speculation/drafter.
 import { Drafters } from '../../src/core/speculation/drafters.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
 import { configSummary } from '../../src/node/mesh-model.ts';
-import { AIDREAMS_DIR, aidreamsGolden, STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
-import { collect, createPeer, greedy, inProcessMesh, oneProcessTokens, openContext, openSession, openStories, type StoriesContext } from './route-harness.ts';
+import { AIDREAMS_DIR, aidreamsGolden, STORIES_GOLDEN } from '../engine/harness.ts';
+import { collect, createPeer, greedy, inProcessMesh, oneProcessTokens, openContext, openSession, useStories } from './route-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-beforeAll(async () => {
-  root = await tempDir('speculative');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
-afterAll(async () => {
-  await ctx.head.dispose();
-  await root.remove();
-});
+const stories = useStories('speculative');
 
 /** Frames one hop was sent: start position and positions carried. */
 class RecordingLink implements PeerLink {
@@ -84,8 +74,8 @@ const speculation = (s: { telemetry: { speculation?: { drafted: number; accepted
 describe('greedy with speculation', () => {
   for (const hops of [1, 2, 3]) {
     it(`stories260k over ${hops} hop(s) gives the golden ids, drafting by prompt lookup`, async () => {
-      const t = inProcessMesh(ctx, hops);
-      const session = openSession(ctx, t.provider, greedy());
+      const t = inProcessMesh(stories.ctx, hops);
+      const session = openSession(stories.ctx, t.provider, greedy());
       const { ids } = await collect(session);
       expect(ids).toEqual(STORIES_GOLDEN);
       const s = speculation(session);
@@ -112,14 +102,14 @@ describe('greedy with speculation', () => {
   });
 
   it("speculate 'off' drafts nothing; a peer older than the position rule gets no draft either", async () => {
-    const off = openSession(ctx, inProcessMesh(ctx, 2).provider, greedy(), undefined, {}, [1], 'off');
+    const off = openSession(stories.ctx, inProcessMesh(stories.ctx, 2).provider, greedy(), undefined, {}, [1], 'off');
     expect((await collect(off)).ids).toEqual(STORIES_GOLDEN);
     expect(speculation(off)).toMatchObject({ drafted: 0, steps: 32 });
     // The minor just before the rule (3.0: batched frames, no position rule).
     for (const minor of [POSITION_RULE_MINOR - 1]) {
-      const t = inProcessMesh(ctx, 0);
-      t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)), protocol: { major: PROTOCOL_VERSION.major, minor } });
-      const old = openSession(ctx, t.provider, greedy());
+      const t = inProcessMesh(stories.ctx, 0);
+      t.mesh.addPeer({ id: 'old', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(stories.ctx)), protocol: { major: PROTOCOL_VERSION.major, minor } });
+      const old = openSession(stories.ctx, t.provider, greedy());
       expect((await collect(old)).ids).toEqual(STORIES_GOLDEN);
       expect(speculation(old).drafted).toBe(0);
     }
@@ -130,7 +120,7 @@ describe('logprobs with speculation', () => {
   it('each kept or replaced draft carries the logprob and top logprobs its position has without speculation', async () => {
     const withLogprobs = greedy(32, { logprobs: true, topLogprobs: 3 });
     const events = async (speculate: SpeculateMode) => {
-      const session = openSession(ctx, inProcessMesh(ctx, 2).provider, withLogprobs, undefined, {}, [1], speculate);
+      const session = openSession(stories.ctx, inProcessMesh(stories.ctx, 2).provider, withLogprobs, undefined, {}, [1], speculate);
       const tokens = [];
       for await (const event of session) if (event.type === 'token') tokens.push(event);
       return { tokens, speculation: speculation(session) };
@@ -158,13 +148,13 @@ describe('history stays exact after a partial rejection', () => {
 
   it('a cache miss on the next, speculative, step replays exactly the kept positions', async () => {
     const recording = new Map<string, RecordingLink>();
-    const t = inProcessMesh(ctx, 3, (id, peer) => {
+    const t = inProcessMesh(stories.ctx, 3, (id, peer) => {
       const link = new RecordingLink(new InProcessLink(peer));
       recording.set(id, link);
       return link;
     });
     const drafters = wrongFirstRound();
-    const session = openSession(ctx, t.provider, greedy(), undefined, { drafters, draftLength: SPECULATIVE });
+    const session = openSession(stories.ctx, t.provider, greedy(), undefined, { drafters, draftLength: SPECULATIVE });
     const { ids } = await collect(session, (n) => {
       if (n === 4) t.peers.get('p2')!.evictAll(); // right after the partial rejection
     });
@@ -182,12 +172,12 @@ describe('history stays exact after a partial rejection', () => {
 
   it('a peer lost right after it is rebuilt on its replacement from exactly the kept positions', async () => {
     const recording = new Map<string, RecordingLink>();
-    const t = inProcessMesh(ctx, 3, (id, peer) => {
+    const t = inProcessMesh(stories.ctx, 3, (id, peer) => {
       const link = new RecordingLink(new InProcessLink(peer));
       recording.set(id, link);
       return link;
     });
-    const session = openSession(ctx, t.provider, greedy(), undefined, { drafters: wrongFirstRound(), draftLength: SPECULATIVE });
+    const session = openSession(stories.ctx, t.provider, greedy(), undefined, { drafters: wrongFirstRound(), draftLength: SPECULATIVE });
     const { ids } = await collect(session, async (n) => {
       if (n === 4) await recording.get('p3')!.close('peer vanished');
     });
@@ -203,8 +193,8 @@ describe('history stays exact after a partial rejection', () => {
   });
 
   it('with several partial rejections and both faults the tokens never change', async () => {
-    const t = inProcessMesh(ctx, 3);
-    const session = openSession(ctx, t.provider, greedy(), undefined, { drafters: new ScriptedDrafters(STORIES_GOLDEN, new Set([1, 2, 3, 5, 6])), draftLength: SPECULATIVE });
+    const t = inProcessMesh(stories.ctx, 3);
+    const session = openSession(stories.ctx, t.provider, greedy(), undefined, { drafters: new ScriptedDrafters(STORIES_GOLDEN, new Set([1, 2, 3, 5, 6])), draftLength: SPECULATIVE });
     const { ids } = await collect(session, async (n) => {
       if (n === 7) t.peers.get('p1')!.evictAll();
       if (n === 12) await (t.links.get('p2') as InProcessLink).close('gone');
@@ -220,8 +210,8 @@ describe('sampling with speculation', () => {
 
   it('the same seed and mode give the same tokens, whatever happens to the route', async () => {
     const run = async (fault?: (t: ReturnType<typeof inProcessMesh>, n: number) => Promise<void> | void) => {
-      const t = inProcessMesh(ctx, 3);
-      const session = openSession(ctx, t.provider, sampled(), undefined, {}, [1, 461, 461, 401]);
+      const t = inProcessMesh(stories.ctx, 3);
+      const session = openSession(stories.ctx, t.provider, sampled(), undefined, {}, [1, 461, 461, 401]);
       return { ids: (await collect(session, fault ? (n) => fault(t, n) : undefined)).ids, speculation: speculation(session) };
     };
     const first = await run();
@@ -237,12 +227,12 @@ describe('sampling with speculation', () => {
 
 describe('the draft model path', () => {
   it('stories260k drafting for itself keeps every draft, and its greedy output is the golden ids', async () => {
-    const draftPeer = createPeer(ctx);
+    const draftPeer = createPeer(stories.ctx);
     const range = { start: 0, end: 5 };
-    await draftPeer.handleControl({ kind: 'assign', modelKey: ctx.model.key, model: 'stories260k', range, dtype: 'fp32', artifactUrl: '/unused', config: configSummary(ctx.model) });
-    const drafters = new Drafters({ head: ctx.head, link: new InProcessLink(draftPeer), range, vocabSize: 512 });
-    const t = inProcessMesh(ctx, 2);
-    const session = openSession(ctx, t.provider, greedy(), undefined, { drafters }, [1], 'draft');
+    await draftPeer.handleControl({ kind: 'assign', modelKey: stories.ctx.model.key, model: 'stories260k', range, dtype: 'fp32', artifactUrl: '/unused', config: configSummary(stories.ctx.model) });
+    const drafters = new Drafters({ head: stories.ctx.head, link: new InProcessLink(draftPeer), range, vocabSize: 512 });
+    const t = inProcessMesh(stories.ctx, 2);
+    const session = openSession(stories.ctx, t.provider, greedy(), undefined, { drafters }, [1], 'draft');
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     const s = speculation(session);
     expect(s.drafted).toBeGreaterThan(20);
@@ -250,7 +240,7 @@ describe('the draft model path', () => {
     await session.closed;
     expect(draftPeer.kvEntries).toBe(0); // its KV for the session was released
     // Sampled: the same seed gives the same tokens.
-    const again = async () => (await collect(openSession(ctx, t.provider, validateSamplingParams({ temperature: 1, seed: 4, maxTokens: 24 }), undefined, { drafters }, [1], 'draft'))).ids;
+    const again = async () => (await collect(openSession(stories.ctx, t.provider, validateSamplingParams({ temperature: 1, seed: 4, maxTokens: 24 }), undefined, { drafters }, [1], 'draft'))).ids;
     expect(await again()).toEqual(await again());
   });
 });
@@ -261,7 +251,7 @@ describe('the fixture architectures', () => {
     const { TINY_PRESETS } = await import('../fixtures/checkpoints.ts');
     let drafted = 0;
     for (const [name, preset] of Object.entries(TINY_PRESETS)) {
-      const model = await fixtureModel(root.dir, name, { ...preset, dtype: 'F32', seed: 21, numLayers: 4 });
+      const model = await fixtureModel(stories.home, name, { ...preset, dtype: 'F32', seed: 21, numLayers: 4 });
       const fixture = await openContext(model.directory);
       try {
         const prompt = [1, 9, 77, 23, 54];

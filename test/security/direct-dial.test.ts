@@ -10,7 +10,6 @@
  * - No error message, log line, `/api/state`, `/health` or `/metrics` contains the token.
  * - The peer's listener refuses every dialer that does not prove the token.
  */
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headProof, newNonce } from '../../src/core/peer/direct-auth.ts';
 import type { ControlMessage } from '../../src/shared/control.ts';
@@ -19,16 +18,15 @@ import { dialDirectPeer } from '../../src/node/net/direct-dial.ts';
 import { startServer, type RunningServer } from '../../src/node/net/start-server.ts';
 import { directListenerApp, runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
-import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
-import { createPeer, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { STORIES_GOLDEN } from '../engine/harness.ts';
+import { createPeer, useStories } from '../route/route-harness.ts';
 import { clientFor, serveStories, storiesText } from '../api/api-harness.ts';
 import { RawSocket } from '../transport/transport-harness.ts';
 import { startHttpTrap, startTrapPair, startWebSocketTrap, type Trap } from './traps.ts';
 
 const JOIN_TOKEN = 'JOIN-SECRET-7f3a9c0d1e';
 
-let home: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
+const stories = useStories('direct-dial');
 let serving: ServingHead; // --link direct, default hosts
 let allowing: ServingHead; // --link direct --allow-peer-hosts 127.0.0.2
 const logs: string[] = [];
@@ -37,9 +35,6 @@ const answers: ControlMessage[] = []; // every message the head sent a fake peer
 const sockets: RawSocket[] = [];
 
 beforeAll(async () => {
-  home = await tempDir('direct-dial');
-  process.env.MESHNET_HOME = path.join(home.dir, 'home');
-  ctx = await openStories();
   const log = (line: string) => logs.push(line);
   serving = await serveStories({ link: 'direct', headLayers: 'none', joinToken: JOIN_TOKEN, log, linkTimeoutMs: 20_000 });
   allowing = await serveStories({ link: 'direct', headLayers: 'none', joinToken: JOIN_TOKEN, log, allowPeerHosts: ['127.0.0.2'] });
@@ -50,8 +45,6 @@ afterAll(async () => {
   for (const trap of traps) await trap.close();
   await serving?.close();
   await allowing?.close();
-  await ctx?.head.dispose();
-  await home?.remove();
 });
 
 const hello = (peerId: string, listenUrl: string) =>
@@ -146,7 +139,7 @@ describe('the dial is authenticated by a challenge, not by a secret', () => {
   });
 
   it('the Node peer\u2019s own listener: the handshake succeeds, frames flow, and the upgrade request carries no token', async () => {
-    const shard = createPeer(ctx);
+    const shard = createPeer(stories.ctx);
     const app = directListenerApp(shard, 'proxied', JOIN_TOKEN);
     const seen: { url: string; headers: Record<string, string> }[] = [];
     app.use((event, next) => {

@@ -93,6 +93,15 @@ describe('applyEvent: peers and route', () => {
     expect(back.peers.map((p) => [p.id, p.status])).toEqual([['a', 'joining']]);
   });
 
+  it('a peer that joins again after it was gone counts a rejoin, kept through its updates', () => {
+    const once = fold([{ kind: 'peer.joined', peer: peer('a') }, { kind: 'peer.left', peerId: 'a' }, { kind: 'peer.joined', peer: peer('a') }]);
+    expect(once.peers[0]!.rejoins).toBe(1);
+    const updated = fold([{ kind: 'peer.updated', peer: peer('a', { status: 'ready' }) }, { kind: 'peer.left', peerId: 'a' }, { kind: 'peer.joined', peer: peer('a') }], once);
+    expect(updated.peers.map((p) => [p.id, p.status, p.rejoins])).toEqual([['a', 'joining', 2]]);
+    expect(fold([{ kind: 'peer.joined', peer: peer('b') }]).peers[0]!.rejoins, 'a first join is no rejoin').toBeUndefined();
+    expect(parseMeshEvent('peer.joined', { peer: { ...peer('a'), rejoins: 'x' } }), 'a wrong rejoin count is refused').toBeUndefined();
+  });
+
   it('ignores updates and departures of unknown peers', () => {
     const state = fold([{ kind: 'peer.joined', peer: peer('a') }]);
     expect(applyEvent(state, { kind: 'peer.updated', peer: peer('zz') })).toBe(state);
@@ -220,6 +229,7 @@ describe('parseMeshEvent', () => {
       { kind: 'peer.left', peerId: 'a' },
       { kind: 'route.changed', route: { hops: [{ peerId: 'a', range: { start: 0, end: 5 } }] } },
       { kind: 'session.finished', session: session('s', { state: 'error', error: 'x', timeToFirstTokenMs: 12 }) },
+      { kind: 'session.updated', session: session('s', { links: ['head', 'direct'] }) },
       { kind: 'totals', totals: { requests: 1, errors: 0, tokensOut: 3, tokensPerSecond: 0 } },
     ];
     for (const event of events) {
@@ -238,6 +248,7 @@ describe('parseMeshEvent', () => {
     expect(parseMeshEvent('peer.joined', { peer: { ...peer('a'), status: 'sleeping' } })).toBeUndefined();
     expect(parseMeshEvent('session.updated', { session: { ...session('s'), rate: [{ t: 'x' }] } })).toBeUndefined();
     expect(parseMeshEvent('session.updated', { session: { ...session('s'), timeToFirstTokenMs: null } })).toBeUndefined();
+    expect(parseMeshEvent('session.updated', { session: { ...session('s'), links: ['sideways'] } })).toBeUndefined();
     expect(parseMeshEvent('snapshot', { state: { ...emptyState(), sessions: 'none' } })).toBeUndefined();
     expect(parseMeshEvent('totals', { totals: { requests: 1 } })).toBeUndefined();
   });

@@ -4,8 +4,7 @@
  * the feed drops a gone peer after its time to live (60 s by default; shortened here), not
  * before, and a peer that comes back first is not dropped.
  */
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { feedMeshState } from '../../src/node/head/mesh-feed.ts';
 import { MeshStateStore } from '../../src/node/head/state-store.ts';
@@ -13,17 +12,9 @@ import { HeadMetrics } from '../../src/node/metrics/head-metrics.ts';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import type { PeerView } from '../../src/shared/dashboard-state.ts';
 import { eventually, serveStories } from '../api/api-harness.ts';
-import { tempDir } from '../engine/harness.ts';
-import { createPeer, inProcessMesh, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { createPeer, inProcessMesh, useStories } from '../route/route-harness.ts';
 
-let home: { dir: string; remove: () => Promise<void> };
-beforeAll(async () => {
-  home = await tempDir('gone-peers');
-  process.env.MESHNET_HOME = path.join(home.dir, 'home');
-});
-afterAll(async () => {
-  await home?.remove();
-});
+const stories = useStories('gone-peers');
 
 describe('a killed peer process', () => {
   let serving: ServingHead;
@@ -50,16 +41,8 @@ describe('a killed peer process', () => {
 });
 
 describe('the feed drops gone peers after their time to live', () => {
-  let ctx: StoriesContext;
-  beforeAll(async () => {
-    ctx = await openStories();
-  });
-  afterAll(async () => {
-    await ctx?.head.dispose();
-  });
-
   it('not before the time to live; a peer back in time is kept', async () => {
-    const t = inProcessMesh(ctx, 2);
+    const t = inProcessMesh(stories.ctx, 2);
     const store = new MeshStateStore();
     const feed = feedMeshState(t.mesh, store, new HeadMetrics(), 60_000, 300);
     try {
@@ -71,7 +54,7 @@ describe('the feed drops gone peers after their time to live', () => {
         ['p2', 'gone'],
       ]);
       // p2 comes back before its entry is dropped.
-      t.mesh.addPeer({ id: 'p2', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(ctx)) });
+      t.mesh.addPeer({ id: 'p2', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(createPeer(stories.ctx)) });
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(store.state.peers.map((p) => p.id).sort()).toEqual(['p1', 'p2']);
       await new Promise((resolve) => setTimeout(resolve, 200));

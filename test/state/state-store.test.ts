@@ -37,6 +37,9 @@ describe('sessionView', () => {
     });
     t.hops[0]!.lastMs = 99;
     expect(view.hops[0]!.lastMs).toBe(2);
+    // A chained route's links (protocol 3.2) are copied once the session has stepped.
+    t.links = ['direct'];
+    expect(sessionView('chatcmpl-9', 'demo', t, 1600).links).toEqual(['direct']);
   });
 
   it('is 0 tokens/s before the first token and uses finishedAt once closed', () => {

@@ -19,13 +19,11 @@ import { FRAME_HEADER_BYTES, FRAME_OFFSETS } from '../../src/shared/frame-layout
 import { PROTOCOL_VERSION } from '../../src/shared/protocol.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
-import { tempDir } from '../engine/harness.ts';
-import { createPeer, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { createPeer, useStories } from '../route/route-harness.ts';
 import { frameFor, storiesAssign, SUITE_RANGE, testActivations } from '../suites/peer-link.suite.ts';
 import { JOIN_TOKEN, RawSocket, startStoriesHead } from './transport-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
+const stories = useStories('bad-input');
 let head: RunningHead;
 let peer: RunningPeer;
 let reference: ShardPeer; // an independent in-process peer: what a correct answer is
@@ -35,25 +33,20 @@ let nextRequestId = 100;
 const rid = () => nextRequestId++;
 
 beforeAll(async () => {
-  root = await tempDir('bad-input');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  hidden = ctx.model.checkpoint.config.hiddenSize;
-  head = await startStoriesHead(ctx, 'relay');
+  hidden = stories.ctx.model.checkpoint.config.hiddenSize;
+  head = await startStoriesHead(stories.ctx, 'relay');
   peer = await runPeer({ headUrl: head.peerUrl, listenPort: 0, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'bad-input-peer', threads: 1, prefixBudgetBytes: 64 << 20 });
   socket = await RawSocket.openDirect(peer.listenUrl!, { peerId: 'bad-input-peer', joinToken: JOIN_TOKEN });
-  socket.send(JSON.stringify(storiesAssign(ctx.model)));
+  socket.send(JSON.stringify(storiesAssign(stories.ctx.model)));
   expect(await socket.nextControl()).toMatchObject({ kind: 'ready', range: SUITE_RANGE });
-  reference = createPeer(ctx);
-  expect(await reference.handleControl(storiesAssign(ctx.model))).toMatchObject({ kind: 'ready' });
+  reference = createPeer(stories.ctx);
+  expect(await reference.handleControl(storiesAssign(stories.ctx.model))).toMatchObject({ kind: 'ready' });
 });
 afterAll(async () => {
   socket?.close();
   await peer?.close();
   await head?.close();
   await reference?.dispose();
-  await ctx?.head.dispose();
-  await root?.remove();
 });
 
 /** What the reference peer answers for the same steps of the same session. */
@@ -224,7 +217,7 @@ describe('a peer refuses bad input with typed errors and keeps serving', () => {
     return socket.nextControl();
   }
 
-  const modelKey = () => storiesAssign(ctx.model).modelKey;
+  const modelKey = () => storiesAssign(stories.ctx.model).modelKey;
 
   it('batch frames: a batch result sent to a peer is bad_frame; a batch for layers it does not hold is not_ready', async () => {
     const entriesBefore = peer.shard.kvEntries;

@@ -7,34 +7,26 @@
  * dialled (no listener) gets its incoming link through the head: mixed chain/relay, same
  * tokens. A peer mid-chain that shuts down is replaced, same tokens.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { ChainPort } from '../../src/core/runtime/chain-port.ts';
 import type { PeerLink } from '../../src/core/runtime/peer-link.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
-import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
+import { STORIES_GOLDEN } from '../engine/harness.ts';
 import { CountingLink } from '../route/peer-doubles.ts';
-import { collect, CountingProvider, greedy, openSession, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { collect, CountingProvider, greedy, openSession, useStories } from '../route/route-harness.ts';
 import { createServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
 import { JOIN_TOKEN, RawSocket, startStoriesHead } from './transport-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
+const stories = useStories('chain-sockets');
 const heads: RunningHead[] = [];
 const running: RunningPeer[] = [];
 
-beforeAll(async () => {
-  root = await tempDir('chain-sockets');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
 afterAll(async () => {
   for (const peer of running) await peer.close().catch(() => undefined);
   for (const head of heads) await head.close();
-  await ctx?.head.dispose();
-  await root?.remove();
 });
 
 /** A head over `listening.length` peers (`listening[i]`: peer i accepts direct links); star frames and copies counted per peer. */
@@ -51,7 +43,7 @@ async function meshOf(name: string, listening: boolean[]) {
     port.listen({ copy: () => copies.set(peerId, copies.get(peerId)! + 1), report: () => {} });
     return port;
   };
-  const head = await startStoriesHead(ctx, 'relay', { wrapLink, wrapChain });
+  const head = await startStoriesHead(stories.ctx, 'relay', { wrapLink, wrapChain });
   heads.push(head);
   const peers: RunningPeer[] = [];
   for (const [i, listen] of listening.entries()) {
@@ -69,10 +61,11 @@ describe('a chained route over sockets', () => {
     // Load and warm the ranges first: their warm-up frames are the mesh's, not the session's.
     await m.head.mesh.route().then((leases) => Promise.all(leases.map((l) => l.link.close())));
     const warmed = m.starFrames();
-    const session = openSession(ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
+    const session = openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
     const { ids } = await collect(session);
     expect(ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.hops).toHaveLength(3);
+    expect(session.telemetry.links).toEqual(['direct', 'direct']);
     expect(session.telemetry.repairs).toEqual([]);
     expect(m.starFrames()).toEqual(warmed);
     for (const hop of session.telemetry.hops) expect(m.copies.get(hop.peerId)).toBe(hop.frames);
@@ -82,7 +75,7 @@ describe('a chained route over sockets', () => {
 
   it('a peer that cannot be dialled: the link into it goes through the head, the rest chained, golden tokens', { timeout: 60_000 }, async () => {
     const m = await meshOf('mixed', [true, false, true]);
-    const session = openSession(ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
+    const session = openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
     await m.head.mesh.route().then((leases) => Promise.all(leases.map((l) => l.link.close())));
     const warmed = m.starFrames();
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
@@ -96,21 +89,23 @@ describe('a chained route over sockets', () => {
     expect(m.copies.get('mixed-1')).toBe(0);
     expect(m.copies.get('mixed-2')).toBe(session.telemetry.hops[1].frames);
     expect(m.copies.get('mixed-3')).toBe(session.telemetry.hops[2].frames);
+    expect(session.telemetry.links).toEqual(['head', 'direct']);
     expect(session.telemetry.repairs).toEqual([]);
   });
 
   it('star mode over the same peers: golden tokens, no copy', { timeout: 60_000 }, async () => {
     const m = await meshOf('star', [true, true, true]);
-    const session = openSession(ctx, m.provider, greedy(), undefined, { routeMode: 'star' });
+    const session = openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'star' });
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     expect([...m.copies.values()]).toEqual([0, 0, 0]);
+    expect(session.telemetry.links).toEqual(['head', 'head']);
   });
 
   it('a peer mid-chain shuts down mid-stream: replaced, golden tokens', { timeout: 60_000 }, async () => {
     const m = await meshOf('killed', [true, true, true, true]);
     let tokens = 0;
     let victim: RunningPeer | undefined;
-    const session = openSession(ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
+    const session = openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
     const { ids } = await collect(session, async () => {
       if (++tokens !== 6) return;
       const middle = session.telemetry.hops[1].peerId;
@@ -146,7 +141,7 @@ describe('peer-to-peer links are as safe as the head\'s', () => {
       expect(target.shard.kvEntries).toBe(0);
       rogue.close();
       // The peer still serves the head.
-      const session = openSession(ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
+      const session = openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'chain' });
       expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     } finally {
       trap.close();
@@ -162,7 +157,7 @@ describe('meshnet peer --advertise', () => {
     const port = (probe.address() as { port: number }).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const log: string[] = [];
-    const head = await startStoriesHead(ctx, 'direct', { allowPeerHosts: ['localhost'], log: (line) => log.push(line) });
+    const head = await startStoriesHead(stories.ctx, 'direct', { allowPeerHosts: ['localhost'], log: (line) => log.push(line) });
     heads.push(head);
     const first = await runPeer({ headUrl: head.peerUrl, listenPort: 0, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'adv-1', threads: 1 });
     const second = await runPeer({ headUrl: head.peerUrl, listenPort: port, advertiseUrl: `ws://localhost:${port}/peer/ws`, device: 'cpu', memoryBudgetBytes: 1 << 30, joinToken: JOIN_TOKEN, peerId: 'adv-2', threads: 1 });
@@ -170,7 +165,7 @@ describe('meshnet peer --advertise', () => {
     await head.waitForPeers(2, 10_000);
     expect(second.listenUrl).toBe(`ws://localhost:${port}/peer/ws`);
     expect(head.mesh.peers.find((p) => p.id === 'adv-2')!.listenUrl).toBe(`ws://localhost:${port}/peer/ws`);
-    const session = openSession(ctx, new CountingProvider(head.mesh), greedy(), undefined, { routeMode: 'chain' });
+    const session = openSession(stories.ctx, new CountingProvider(head.mesh), greedy(), undefined, { routeMode: 'chain' });
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.hops.map((h) => h.peerId)).toEqual(['adv-1', 'adv-2']);
     expect(session.telemetry.repairs).toEqual([]);

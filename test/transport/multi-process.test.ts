@@ -7,18 +7,16 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
-import { STORIES_DIR, STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
+import { STORIES_DIR, STORIES_GOLDEN } from '../engine/harness.ts';
 import { runCli } from '../cli/run-cli.ts';
-import { openStories, type StoriesContext } from '../route/route-harness.ts';
+import { useStories } from '../route/route-harness.ts';
 import { startStoriesHead } from './transport-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
+const stories = useStories('multi-process'); // the head's home; the CLI processes get their own inside it
 let env: NodeJS.ProcessEnv;
-beforeAll(async () => {
-  root = await tempDir('multi-process');
-  env = { MESHNET_HOME: path.join(root.dir, 'home'), MESHNET_JOIN_TOKEN: undefined };
+beforeAll(() => {
+  env = { MESHNET_HOME: path.join(stories.home, 'cli-home'), MESHNET_JOIN_TOKEN: undefined };
 });
-afterAll(() => root?.remove());
 
 describe('meshnet generate --local-peers 2', () => {
   for (const link of ['relay', 'direct'] as const) {
@@ -43,16 +41,12 @@ describe('meshnet generate --local-peers 2', () => {
 });
 
 describe('meshnet peer against a head with a join token', () => {
-  let ctx: StoriesContext;
   let head: RunningHead;
   beforeAll(async () => {
-    process.env.MESHNET_HOME = path.join(root.dir, 'head-home');
-    ctx = await openStories();
-    head = await startStoriesHead(ctx, 'relay');
+    head = await startStoriesHead(stories.ctx, 'relay');
   });
   afterAll(async () => {
     await head?.close();
-    await ctx?.head.dispose();
   });
 
   it('a wrong --join-token: exits non-zero with the refusal on stderr', async () => {

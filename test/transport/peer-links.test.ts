@@ -10,38 +10,31 @@ import { SocketLink } from '../../src/core/runtime/socket-link.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { dialSocket } from '../../src/node/net/ws-dial.ts';
 import { runPeer } from '../../src/node/peer/run-peer.ts';
-import { tempDir } from '../engine/harness.ts';
-import { createPeer, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { createPeer, useStories } from '../route/route-harness.ts';
 import { peerLinkSuite } from '../suites/peer-link.suite.ts';
 import { JOIN_TOKEN, startDirectPeerServer, startStoriesHead } from './transport-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
+const stories = useStories('peer-links');
 let head: RunningHead;
 let peerCount = 0;
 
 beforeAll(async () => {
-  root = await tempDir('peer-links');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-  head = await startStoriesHead(ctx, 'relay');
+  head = await startStoriesHead(stories.ctx, 'relay');
 });
 afterAll(async () => {
   await head?.close();
-  await ctx?.head.dispose();
-  await root?.remove();
 });
 
 peerLinkSuite(
   'in-process',
   async () => {
-    const peer = createPeer(ctx);
+    const peer = createPeer(stories.ctx);
     const link = new InProcessLink(peer);
     return { link, peer, drop: () => link.close('the peer vanished'), cleanup: async () => (await link.close(), await peer.dispose()) };
   });
 
 peerLinkSuite('direct', async () => {
-  const peer = createPeer(ctx);
+  const peer = createPeer(stories.ctx);
   const server = await startDirectPeerServer(peer);
   const dialed = await dialSocket(server.url);
   const link = new SocketLink(dialed.socket, { timeoutMs: 30_000 });

@@ -5,33 +5,25 @@
  * Also peer loss over relay: a peer that shuts down mid-generation is replaced.
  * Per-hop latency (telemetry totalMs / frames) is printed for each link kind.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { RouteSession } from '../../src/core/route/route-session.ts';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
-import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
-import { collect, CountingProvider, greedy, inProcessMesh, openSession, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { STORIES_GOLDEN } from '../engine/harness.ts';
+import { collect, CountingProvider, greedy, inProcessMesh, openSession, useStories } from '../route/route-harness.ts';
 import { JOIN_TOKEN, startStoriesHead } from './transport-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
+const stories = useStories('same-outputs');
 const heads: RunningHead[] = [];
 const peers: RunningPeer[] = [];
 
-beforeAll(async () => {
-  root = await tempDir('same-outputs');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
 afterAll(async () => {
   for (const peer of peers) await peer.close();
   for (const head of heads) await head.close();
-  await ctx?.head.dispose();
-  await root?.remove();
 });
 
 async function meshOf(link: 'relay' | 'direct', count: number, log: string[] = []) {
-  const head = await startStoriesHead(ctx, link, { log: (line) => log.push(line) });
+  const head = await startStoriesHead(stories.ctx, link, { log: (line) => log.push(line) });
   heads.push(head);
   const joined: RunningPeer[] = [];
   for (let i = 1; i <= count; i++) {
@@ -59,8 +51,8 @@ function perHop(session: RouteSession): string {
 
 describe('same outputs over every link kind', () => {
   it('in-process: two hops give the golden tokens', async () => {
-    const t = inProcessMesh(ctx, 2);
-    const session = openSession(ctx, t.provider, greedy());
+    const t = inProcessMesh(stories.ctx, 2);
+    const session = openSession(stories.ctx, t.provider, greedy());
     expect((await collect(session)).ids).toEqual(STORIES_GOLDEN);
     expect(session.telemetry.hops).toHaveLength(2);
     console.log(`per-hop latency, in-process: ${perHop(session)}`);
@@ -71,7 +63,7 @@ describe('same outputs over every link kind', () => {
       const log: string[] = [];
       const m = await meshOf(link, 2, log);
       expect(log.filter((line) => line.includes(`${link} link`))).toHaveLength(2);
-      const session = openSession(ctx, m.provider, greedy());
+      const session = openSession(stories.ctx, m.provider, greedy());
       const { ids, done } = await collect(session);
       expect(ids).toEqual(STORIES_GOLDEN);
       expect(done).toMatchObject({ type: 'done', finishReason: 'length' });
@@ -89,7 +81,7 @@ describe('same outputs over every link kind', () => {
     const m = await meshOf('relay', 3);
     let session!: RouteSession;
     let lost = '';
-    session = openSession(ctx, m.provider, greedy());
+    session = openSession(stories.ctx, m.provider, greedy());
     const { ids } = await collect(session, async (n) => {
       if (n !== 12) return;
       lost = session.telemetry.hops[1].peerId;

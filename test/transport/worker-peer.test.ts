@@ -6,27 +6,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningHead } from '../../src/node/head/head-node.ts';
 import { runPeer, type RunningPeer } from '../../src/node/peer/run-peer.ts';
 import { WorkerShardService } from '../../src/node/peer/worker-shard.ts';
-import { STORIES_GOLDEN, tempDir } from '../engine/harness.ts';
-import { collect, greedy, openSession, openStories, type StoriesContext } from '../route/route-harness.ts';
+import { STORIES_GOLDEN } from '../engine/harness.ts';
+import { collect, greedy, openSession, useStories } from '../route/route-harness.ts';
 import { JOIN_TOKEN, startStoriesHead } from './transport-harness.ts';
 
-let root: { dir: string; remove: () => Promise<void> };
-let ctx: StoriesContext;
-beforeAll(async () => {
-  root = await tempDir('worker-peer');
-  process.env.MESHNET_HOME = root.dir;
-  ctx = await openStories();
-});
-afterAll(async () => {
-  await ctx?.head.dispose();
-  await root?.remove();
-});
+const stories = useStories('worker-peer');
 
 describe.each(['relay', 'direct'] as const)('worker-thread peers over %s', (link) => {
   let head: RunningHead;
   const peers: RunningPeer[] = [];
   beforeAll(async () => {
-    head = await startStoriesHead(ctx, link);
+    head = await startStoriesHead(stories.ctx, link);
     for (const id of ['w-1', 'w-2']) {
       peers.push(await runPeer({ headUrl: head.peerUrl, joinToken: JOIN_TOKEN, device: 'cpu', memoryBudgetBytes: 2 ** 30, peerId: id, threads: 1, worker: true, ...(link === 'direct' && { listenPort: 0 }) }));
     }
@@ -39,7 +29,7 @@ describe.each(['relay', 'direct'] as const)('worker-thread peers over %s', (link
 
   it('generates the golden ids, and every worker frees the session', async () => {
     expect(peers.every((p) => p.shard instanceof WorkerShardService)).toBe(true);
-    const session = openSession(ctx, head.mesh, greedy());
+    const session = openSession(stories.ctx, head.mesh, greedy());
     const { ids } = await collect(session);
     expect(ids).toEqual(STORIES_GOLDEN);
     await session.closed;

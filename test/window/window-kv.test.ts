@@ -5,12 +5,14 @@
  * batched decode equals alone, and a rollback behind what a window still holds is a cache miss.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KV_BLOCK_POSITIONS } from '../../src/core/runtime/kv-state.ts';
+import { KV_BLOCK_POSITIONS, WINDOW_ROLLBACK_SLACK, replaceWindowPositions } from '../../src/core/runtime/kv-state.ts';
+import { loadLocalPipeline } from '../../src/node/local-model.ts';
 import { kvBytesBound, windowKvPositions } from '../../src/core/model/layer-attention.ts';
 import { CacheMissError } from '../../src/core/runtime/shard-executor.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
 import { buildGemmaCheckpointFiles } from '../fixtures/gemma-checkpoints.ts';
 import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
+import { tinyGptOssCheckpoint } from '../fixtures/gpt-oss-checkpoints.ts';
 import { fixtureModel, fixtureModelFromFiles, maxAbsDiff, pipeline, referenceWeights, stepLogits, tempDir } from '../engine/harness.ts';
 import { ReferenceKvCache, referenceEmbed, referenceHead, referenceLayers } from '../reference/forward.ts';
 
@@ -18,11 +20,14 @@ const WINDOW = 5;
 let root: { dir: string; remove: () => Promise<void> };
 let gemma: LocalModel;
 let mistral: LocalModel;
+let gptOss: LocalModel;
 beforeAll(async () => {
   root = await tempDir('window-kv');
   process.env.MESHNET_HOME = root.dir + '/home';
   gemma = await fixtureModelFromFiles(root.dir, 'gemma3', buildGemmaCheckpointFiles({ version: 3, dtype: 'F32', tied: true, seed: 301, slidingWindow: WINDOW, slidingWindowPattern: 2, numLayers: 4, hiddenSize: 32, intermediateSize: 48, headDim: 16, maxPositionEmbeddings: 1024 })),
   mistral = await fixtureModel(root.dir, 'mistral', { ...TINY_PRESETS.mistral, dtype: 'F32', seed: 302, slidingWindow: WINDOW, numLayers: 2, hiddenSize: 32, intermediateSize: 48, maxPositionEmbeddings: 1024 });
+  const oss = tinyGptOssCheckpoint({ dtype: 'F32', seed: 303, slidingWindow: WINDOW, numLayers: 2, numExperts: 4 });
+  gptOss = await fixtureModel(root.dir, 'gpt-oss', { ...oss, configOverrides: { ...oss.configOverrides, max_position_embeddings: 1024 } });
 });
 afterAll(() => root.remove());
 
@@ -63,6 +68,75 @@ describe('windowed KV', () => {
       kv.truncate(695);
       expect(maxAbsDiff(await stepLogits(p, 's', [token(695)], 695), reference([token(695)]))).toBeLessThan(1e-4);
       await expect(stepLogits(p, 's', [token(100)], 100)).rejects.toBeInstanceOf(CacheMissError);
+    } finally {
+      await p.dispose();
+    }
+  });
+
+  it('replace mode (each step returns the whole present, as KV on the GPU does): windowed layers trimmed on the device within the bound, reference logits', async () => {
+    const { config } = gemma.checkpoint;
+    const weights = await referenceWeights(gemma.checkpoint);
+    const all = { start: 0, end: config.numLayers };
+    const p = await loadLocalPipeline(gemma, { ranges: [all], device: 'cpu', dtype: 'fp32', threads: 1, kvMode: 'replace' });
+    try {
+      expect((p.stages[0].executor as unknown as { kvMode: string }).kvMode).toBe('replace');
+      const kv = new ReferenceKvCache();
+      const reference = (ids: number[]) => referenceHead(config, weights, referenceLayers(config, weights, referenceEmbed(config, weights, ids), all, kv).at(-1)!);
+      const prompt = Array.from({ length: 300 }, (_, i) => token(i));
+      expect(maxAbsDiff(await stepLogits(p, 'r', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
+      const state = p.stages[0].kv.acquire('r', all);
+      const bound = replaceWindowPositions(WINDOW); // window - 1 + 64, within the pool's window - 1 + 256
+      expect(bound).toBeLessThan(windowKvPositions(WINDOW, KV_BLOCK_POSITIONS));
+      // The 300-position prefill passed the bound: the windowed layers were trimmed at once.
+      expect(state.offsetOf(0)).toBe(300 - (WINDOW - 1 + WINDOW_ROLLBACK_SLACK));
+      expect(state.capacityOf(0)).toBe(WINDOW - 1 + WINDOW_ROLLBACK_SLACK);
+      let trims = 0;
+      for (let at = 300; at < 620; at++) {
+        const before = state.offsetOf(0);
+        const logits = await stepLogits(p, 'r', [token(at)], at);
+        const expected = reference([token(at)]);
+        if (at % 20 === 0 || at === 619 || state.offsetOf(0) !== before) expect(maxAbsDiff(logits, expected), `position ${at}`).toBeLessThan(1e-4);
+        if (state.offsetOf(0) !== before) trims++;
+        for (const l of [0, 2]) expect((state.past(l)!.key as { dims: readonly number[] }).dims[2]).toBeLessThanOrEqual(bound);
+        for (const l of [1, 3]) expect((state.past(l)!.key as { dims: readonly number[] }).dims[2]).toBe(at + 1);
+      }
+      expect(trims).toBe(9); // 36 held positions grow past the bound (68) every 33 steps: 9 times in 320
+      // A short rollback is served from what the window holds; one behind it is a cache miss.
+      kv.truncate(615);
+      expect(maxAbsDiff(await stepLogits(p, 'r', [token(615)], 615), reference([token(615)]))).toBeLessThan(1e-4);
+      await expect(stepLogits(p, 'r', [token(100)], 100)).rejects.toBeInstanceOf(CacheMissError);
+    } finally {
+      await p.dispose();
+    }
+  });
+
+  it('gpt-oss (sliding and full layers, sinks): its sliding layers keep only the window, logits equal the reference', async () => {
+    const { config } = gptOss.checkpoint;
+    expect(config.slidingLayers).toEqual([true, false]); // layer_types: sliding, full
+    const weights = await referenceWeights(gptOss.checkpoint);
+    const all = { start: 0, end: config.numLayers };
+    const p = await pipeline(gptOss, [all]);
+    try {
+      const kv = new ReferenceKvCache();
+      const reference = (ids: number[]) => referenceHead(config, weights, referenceLayers(config, weights, referenceEmbed(config, weights, ids), all, kv).at(-1)!);
+      const prompt = Array.from({ length: 200 }, (_, i) => token(i));
+      expect(maxAbsDiff(await stepLogits(p, 'g', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
+      const state = p.stages[0].kv.acquire('g', all);
+      const bound = windowKvPositions(WINDOW, KV_BLOCK_POSITIONS);
+      const sliding: number[] = [];
+      const full: number[] = [];
+      for (let at = 200; at < 640; at++) {
+        const logits = await stepLogits(p, 'g', [token(at)], at);
+        const expected = reference([token(at)]);
+        if (at % 40 === 0 || at === 639) expect(maxAbsDiff(logits, expected), `position ${at}`).toBeLessThan(1e-4);
+        expect(state.capacityOf(0)).toBeLessThanOrEqual(bound);
+        if (at % 110 === 109) (sliding.push(state.capacityOf(0)), full.push(state.capacityOf(1)));
+      }
+      expect(new Set(sliding).size).toBe(1); // the sliding layer's room (so its bytes) stays put
+      expect(full.at(-1)!).toBeGreaterThan(full[0]); // the full layer's grows with the context
+      expect(state.offsetOf(0)).toBeGreaterThan(640 - bound);
+      expect(state.offsetOf(1)).toBe(0);
+      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 768, 4, KV_BLOCK_POSITIONS));
     } finally {
       await p.dispose();
     }

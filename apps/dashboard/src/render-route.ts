@@ -2,13 +2,17 @@
  * The route picture: the layer axis [0, numLayers) with one colored segment per hop, in
  * order, labeled with the peer id and its half-open range, between the head's embedding
  * (left) and LM head (right). When there is no route, the reason is shown instead.
+ *
+ * Between two hops, how activations flow (protocol 3.2) as the newest session over this
+ * route last stepped: `direct` (the hop forwards to the next one itself: a solid link) or
+ * `via head` (through the head, as in a star route: a dashed link). No session yet: no marks.
  */
-import type { MeshState } from '../../../src/shared/dashboard-state.ts';
+import type { MeshState, SessionView } from '../../../src/shared/dashboard-state.ts';
 import { h, s } from './dom.ts';
 import { layers, peerColor } from './format.ts';
 
 const WIDTH = 640;
-const HEIGHT = 132;
+const HEIGHT = 152;
 const NODE_HALF = 36;
 const LEFT = 100; // room for the "embed" node
 const RIGHT = WIDTH - 100; // and the "LM head" node
@@ -49,7 +53,27 @@ export function renderRoute(state: MeshState): Element {
     );
   });
   parts.push(arrow(x(hops[hops.length - 1]!.range.end) - 2, WIDTH - 4 - 2 * NODE_HALF));
-  return s('svg', { class: 'route', viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': `route: ${hops.map((hop) => `${hop.peerId} ${layers(hop.range)}`).join(' → ')}` }, ...parts);
+  const links = routeLinks(state);
+  links?.forEach((link, i) => {
+    const at = x(hops[i]!.range.end);
+    parts.push(
+      s(
+        'g',
+        { class: `chain-link ${link}`, 'data-link': link, 'data-from': hops[i]!.peerId, 'data-to': hops[i + 1]!.peerId },
+        s('line', { x1: at, x2: at, y1: BAR_Y - 2, y2: BAR_Y + BAR_H + 2 }),
+        s('text', { x: at, y: BAR_Y + BAR_H + 42 }, link === 'direct' ? 'direct' : 'via head'),
+      ),
+    );
+  });
+  const flow = hops.map((hop) => `${hop.peerId} ${layers(hop.range)}`).reduce((text, hop, i) => `${text} ${links ? (links[i - 1] === 'direct' ? '→' : '⇢ head ⇢') : '→'} ${hop}`);
+  return s('svg', { class: 'route', viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': `route: ${flow}` }, ...parts);
+}
+
+/** The links of the newest session over exactly this route (live first, then finished), if it has stepped. */
+function routeLinks(state: MeshState): readonly ('direct' | 'head')[] | undefined {
+  const ids = state.route.hops.map((hop) => hop.peerId).join('\n');
+  const over = (session: SessionView) => session.links !== undefined && session.links.length === state.route.hops.length - 1 && session.hops.map((hop) => hop.peerId).join('\n') === ids;
+  return [...state.sessions].reverse().find(over)?.links ?? state.finished.find(over)?.links;
 }
 
 function node(cx: number, label: string): Element {

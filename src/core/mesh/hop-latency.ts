@@ -13,6 +13,12 @@
  * the issue asks of a stopped peer on loopback. The ceiling grows with the frame's positions
  * past CEILING_POSITIONS (a decode step, a speculative verify): a long prefill chunk on a slow
  * peer is not a hang.
+ *
+ * A frame of a position count the hop has not answered yet gets the ceiling instead: its first
+ * run may include one-time work the p99 has not seen — onnxruntime-web on WebGPU compiles
+ * kernels for each new shape (measured: a tab's first 3-position speculative verify took over
+ * 2 s on SwiftShader where its decode steps took 50–190 ms). Decode steps and verify frames
+ * repeat their few shapes, so a hang there is still caught at the adaptive deadline.
  */
 
 /** A frame may take this many times the hop's recent p99 per position before it counts as hung. */
@@ -23,6 +29,8 @@ export const DEADLINE_FLOOR_MS = 1000;
 export const CEILING_POSITIONS = 16;
 /** How many recent answers the percentile is taken over. */
 export const LATENCY_WINDOW = 128;
+/** Position counts remembered as answered (past this many, every count counts as seen). */
+export const SHAPES_REMEMBERED = 256;
 
 export class HopLatency {
   /** Ring of recent ms per position. */
@@ -30,6 +38,8 @@ export class HopLatency {
   #next = 0;
   #answered = 0;
   #p99: number | undefined;
+  /** Position counts answered at least once. */
+  readonly #shapes = new Set<number>();
 
   /** Frames answered so far. */
   get answered(): number {
@@ -55,16 +65,19 @@ export class HopLatency {
     this.#next = (this.#next + 1) % LATENCY_WINDOW;
     this.#p99 = undefined;
     this.#answered++;
+    if (this.#shapes.size < SHAPES_REMEMBERED) this.#shapes.add(positions);
   }
 
   /**
    * How long a frame of `positions` positions may take under `ceilingMs` (`--hop-timeout`), by
-   * the rule above; before any answer (a range that was not warmed up), the ceiling.
+   * the rule above; before any answer (a range that was not warmed up), or for a position
+   * count not answered yet, the ceiling.
    */
   deadlineMs(positions: number, ceilingMs: number, floorMs = DEADLINE_FLOOR_MS): number {
     const ceiling = ceilingMs * Math.max(1, positions / CEILING_POSITIONS);
     const p99 = this.p99MsPerPosition;
     if (p99 === undefined) return ceiling;
+    if (!this.#shapes.has(positions) && this.#shapes.size < SHAPES_REMEMBERED) return ceiling;
     return Math.min(ceiling, Math.max(Math.min(floorMs, ceiling), DEADLINE_SLACK * p99 * positions));
   }
 }

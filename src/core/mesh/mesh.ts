@@ -11,8 +11,9 @@
  * A peer a session reports as hung or faulty is quarantined with a bounded back-off. A peer
  * whose link closes leaves the mesh (membership.ts). Each lease handed out is a LeasedLink over
  * the peer's link. A range that no plan uses any more and that no session holds a lease on is
- * unloaded from its peer once it has stayed so for `unloadGraceMs` (unload-sweep.ts): a peer
- * holds what the route needs, not every range it was ever given.
+ * unloaded from its peer once a second plan change passed without it, or once it has stayed so
+ * for `unloadGraceMs` (unload-sweep.ts): a peer holds what the route needs — at most the
+ * ranges of the current and the previous plan under churn — not every range it was ever given.
  */
 import { CHAIN_MINOR, POSITION_RULE_MINOR, type WireWeights } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
@@ -78,6 +79,7 @@ export class Mesh implements RouteProvider, VerifierSource {
     this.membership = new Membership(clock, options.quarantine ?? DEFAULT_QUARANTINE, () => {
       this.loader?.forgetDeparted();
       this.sweep?.schedule(); // the plan may have moved
+      this.sweep?.planMayHaveMoved();
     });
     this.planner = new MeshPlanner(model, options, this.membership, clock);
     const times = { readyTimeoutMs: options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS, warmUpTimeoutMs: options.warmUpTimeoutMs, hopTimeoutMs: options.hopTimeoutMs, warmUpFrames: options.warmUpFrames };
@@ -282,6 +284,7 @@ export class Mesh implements RouteProvider, VerifierSource {
     if (this.lastReady !== plan) {
       this.lastReady = plan;
       this.sweep.schedule(); // the ranges of the plan before may go now
+      this.sweep.planMayHaveMoved();
     }
     return plan;
   }

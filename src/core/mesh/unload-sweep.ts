@@ -1,10 +1,16 @@
 /**
  * The unload sweep: a peer holds what the route needs, not every range it was ever given. A
  * range that no plan uses any more (neither the plan over the peers that are up, nor the one
- * that ignores quarantine), that no session holds a lease on and that is not loading, is
- * unloaded from its peer once it has stayed so — no lease opened or closed on it, no change
- * to the mesh — for the grace period. Without a plan nothing is unloaded: it may be needed
- * when peers come back.
+ * that ignores quarantine, nor the last ready plan while it serves), that no session holds a
+ * lease on and that is not loading (or warming up), is unloaded from its peer:
+ * - under churn, by plan generation: each time the set of planned ranges changes, a range that
+ *   was already unused at the generation before goes — so peers hold at most the ranges of the
+ *   current and the previous plan, however often the mesh changes (a range survives one plan
+ *   change unused: a peer that flaps back finds its ranges still loaded);
+ * - in a quiet mesh, once it has stayed unused — no lease opened or closed on it, no change to
+ *   the mesh — for the grace period.
+ * The generation check runs in a microtask after the change, never on a timer of its own.
+ * Without a plan nothing is unloaded: it may be needed when peers come back.
  */
 import type { LayerRange } from '../model/types.ts';
 import type { Clock } from '../runtime/clock.ts';
@@ -21,6 +27,12 @@ export class UnloadSweep {
   private readonly lastUsed = new HeldRangeMap<number>();
   private cancelSweep: (() => void) | undefined;
   private sweepAt: number | undefined;
+  /** Plan generations: bumped when the set of planned ranges changes. */
+  private generation = 0;
+  private plannedKey: string | undefined;
+  /** The generation at which each unused held range was first seen unused. */
+  private readonly unusedSince = new HeldRangeMap<number>();
+  private followQueued = false;
 
   /** `planned()`: the held ranges the plans use now, or undefined when there is no plan. */
   constructor(
@@ -39,6 +51,21 @@ export class UnloadSweep {
   /** `held` was unloaded. */
   forget(held: HeldRange): void {
     this.lastUsed.delete(held);
+    this.unusedSince.delete(held);
+  }
+
+  /**
+   * The mesh changed or another plan became ready: in a microtask (so a change made inside the
+   * loader's bookkeeping is complete), see whether the planned ranges moved; if so, unload
+   * what was unused already at the generation before.
+   */
+  planMayHaveMoved(): void {
+    if (this.followQueued) return;
+    this.followQueued = true;
+    queueMicrotask(() => {
+      this.followQueued = false;
+      this.followPlan();
+    });
   }
 
   /** A lease on `held` opened; call the returned function when it closes. */
@@ -51,6 +78,7 @@ export class UnloadSweep {
       if (left > 0) return void this.leased.set(held, left);
       this.leased.delete(held);
       this.schedule();
+      this.unloadIfDue(held);
     };
   }
 
@@ -70,6 +98,40 @@ export class UnloadSweep {
       this.sweepAt = undefined;
       this.sweep();
     }, ms);
+  }
+
+  /** `held`'s last lease closed: a range no plan used since a generation before this one goes now. */
+  private unloadIfDue(held: HeldRange): void {
+    const since = this.unusedSince.get(held);
+    if (since === undefined || since >= this.generation || this.loader.isLoading(held)) return;
+    const peer = this.membership.get(held.peerId);
+    if (peer && this.loader.unloads(peer)) void this.loader.unload(peer, held.range);
+  }
+
+  private followPlan(): void {
+    const used = this.planned();
+    if (!used) return;
+    const key = [...used.keys()].map((h) => `${h.peerId}@${h.range.start}:${h.range.end}`).sort().join(' ');
+    if (key === this.plannedKey) return;
+    this.plannedKey = key;
+    const generation = ++this.generation;
+    const due: [MeshPeer, LayerRange][] = [];
+    for (const peer of this.membership.peers) {
+      if (!this.loader.unloads(peer)) continue;
+      for (const range of peer.ranges) {
+        const held = { peerId: peer.id, range };
+        if (used.has(held) || this.loader.isLoading(held)) {
+          this.unusedSince.delete(held);
+          continue;
+        }
+        // A leased range is marked too, and goes when its last lease closes if it is due by then.
+        const since = this.unusedSince.get(held);
+        if (since === undefined) this.unusedSince.set(held, generation);
+        else if (since < generation && !this.leased.has(held)) due.push([peer, range]);
+      }
+    }
+    this.unusedSince.retainPeers((id) => this.membership.get(id) !== undefined);
+    for (const [peer, range] of due) void this.loader.unload(peer, range);
   }
 
   /** Unload every range that is unused and was idle for the grace period; come back for the rest. */

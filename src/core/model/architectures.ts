@@ -50,6 +50,16 @@ export const ARCHITECTURES: readonly ArchitectureSpec[] = [
   { name: 'GptOssForCausalLM', attentionBias: 'from-config', qkNorm: false, slidingWindow: 'none', ropeScalingTypes: ['yarn'], moe: 'gpt-oss' },
 ];
 
+/**
+ * Why image input is refused by name for a checkpoint that has a vision model meshnet does not
+ * run (Gemma3ForConditionalGeneration: its text model is served, its vision tower is not
+ * loaded); undefined for text-only architectures (their generic text-only refusal applies).
+ */
+export function imageRefusal(architecture: string): string | undefined {
+  if (!findArchitecture(architecture)?.textConfig) return undefined;
+  return `this ${architecture} checkpoint is served as text only (meshnet runs its language model, not its vision tower): send text parts only`;
+}
+
 /** Names of the supported architectures, in table order. */
 export const SUPPORTED_ARCHITECTURES: readonly string[] = ARCHITECTURES.map((spec) => spec.name);
 

@@ -44,9 +44,6 @@ import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
 import { emitInPlaceAttention, inPlaceAttention, InPlaceMasks } from './in-place-attention.ts';
 
-/** @deprecated import it from `./activations.ts`; this re-export goes once the branches in flight have merged (issue #21). */
-export type { ActivationDtype } from './activations.ts';
-
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
 export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
 export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;

@@ -19,6 +19,8 @@ import { withDeadline } from '../runtime/deadline.ts';
 import type { Hop } from './hop.ts';
 
 export type RouteMode = 'star' | 'chain' | 'auto';
+/** How a link between two hops flows: hop to hop, or through the head. */
+export type ChainLink = 'direct' | 'head';
 export const ROUTE_MODES: readonly RouteMode[] = ['star', 'chain', 'auto'];
 
 /** The sender name of the head in `chain.from`. */
@@ -69,6 +71,11 @@ export class ChainRoute {
       first = last + 1;
     }
     return out;
+  }
+
+  /** How each link between hops flows on a step `prepare` answered `chained` for: `direct` (hop to hop) or `head` (through the head). */
+  links(hops: number, chained: boolean): ChainLink[] {
+    return Array.from({ length: Math.max(0, hops - 1) }, (_, i) => (chained && this.direct[i] ? 'direct' : 'head'));
   }
 
   /** A fresh request id for one chained step (u32, never 0). */

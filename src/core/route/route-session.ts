@@ -211,6 +211,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     assertFiniteActivations(hidden);
     const run = (hop: number, block: Activations, at: number, s: AbortSignal) => runRepaired(this.hops[hop], block, at, s, this.repair);
     const chained = await this.chain.chain.prepare(this.hops, signal);
+    this.recordLinks(this.chain.chain.links(this.hops.length, chained));
     const chunk = prefillChunkSize(tokens.length, this.hops.length, this.policy.prefillChunk);
     if (chunk < tokens.length) {
       const chunks = cutChunks(hidden, position, chunk);
@@ -237,6 +238,14 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   /** Whether every hop's peer keeps the position rule (a speculative step may leave positions to drop). */
   private canRollBack(): boolean {
     return this.hops.every((hop) => hop.lease.rollback !== false);
+  }
+
+  /** The links the step takes, in telemetry when they change (the dashboard draws them). */
+  private recordLinks(links: ('direct' | 'head')[]): void {
+    const before = this.telemetry.links;
+    if (before && before.length === links.length && before.every((l, i) => l === links[i])) return;
+    this.telemetry.links = links;
+    this.updated();
   }
 
   private updated(): void {

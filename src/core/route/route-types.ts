@@ -54,6 +54,8 @@ export interface SessionTelemetry {
   readonly releases: { peerId: string; freedEntries?: number; keptPrefixes?: number; error?: string }[];
   /** Prompt positions taken from a prefix entry the hops held (not sent again). */
   cachedTokens?: number;
+  /** Between hop i and i + 1 on the last step: `direct` (chained, hop to hop) or `head` (through the head). */
+  links?: readonly ('direct' | 'head')[];
 }
 
 export interface Usage {

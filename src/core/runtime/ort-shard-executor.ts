@@ -10,7 +10,10 @@
  *   (Fetching `present.*` would be copied back whole by the JS API on every step, even into
  *   a preallocated output: measured in the note of issue 17.)
  * - **replace** (KV on the GPU): `present.*` stays in GPU buffers (`preferredOutputLocation`)
- *   and becomes the next step's past; the JS API never reads it.
+ *   and becomes the next step's past; the JS API never reads it. Sliding-window layers are fed
+ *   only the positions they hold; when those pass their bound (KvState.windowTrim) a small
+ *   second session (kv-trim-graph.ts, two Slice nodes, outputs on the GPU too) copies the last
+ *   window's positions into new tensors, so their memory stops growing as in the pool.
  *
  * `runBatch` runs several sessions' steps as one onnxruntime run (batch > 1, each entry at
  * its own length): the weights are read once for all of them.
@@ -34,6 +37,7 @@ import {
   sequenceInputs,
 } from '../model/shard-graph.ts';
 import type { ActivationDtype } from '../model/activations.ts';
+import { buildKvTrimGraph, KV_TRIM_END, KV_TRIM_KEPT_KEY, KV_TRIM_KEPT_VALUE, KV_TRIM_KEY, KV_TRIM_START, KV_TRIM_VALUE } from '../model/kv-trim-graph.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { KvWindow } from '../model/layer-attention.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
@@ -110,6 +114,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   private readonly staging: BatchStaging;
   /** The graph's layers attend in place (it takes `present_held`): a batch may mix entries of different lengths. */
   private readonly takesPresentHeld: boolean;
+  /** The KV trim session (replace mode with windowed layers), created on first use. */
+  private trimSession?: Promise<Ort.InferenceSession>;
 
   constructor(
     private readonly ort: OrtModule,
@@ -269,7 +275,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, step.hidden.data as Float32Array, [1, step.hidden.tokens, hiddenSize]),
       ...this.sequenceFeeds([step.startPosition], step.hidden.tokens),
-      ...this.windowFeeds([step.startPosition], step.hidden.tokens),
+      ...this.windowFeeds([kv.windowLength], step.hidden.tokens),
       ...this.presentHeldFeed(step.startPosition),
     };
     for (let layer = this.range.start; layer < this.range.end; layer++) {
@@ -293,6 +299,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
         for (const p of present.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
         throw new Error(`shard returned unusable KV: ${error instanceof Error ? error.message : String(error)}`);
       }
+      await this.trimWindow(kv);
     }
     const out = results[SHARD_OUTPUT_HIDDEN];
     return [{ dtype: this.dtype, data: out.data as FloatArray, tokens: step.hidden.tokens, hiddenSize }];
@@ -301,6 +308,38 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   /** Past positions the in-place layers' present outputs keep: the past where present is fetched (replace), 0 in a pooled run (nothing copied). */
   private presentHeldFeed(held: number): Record<string, Tensor> {
     return this.takesPresentHeld ? { [SHARD_INPUT_PRESENT_HELD]: new this.ort.Tensor('int64', BigInt64Array.of(BigInt(held)), [1]) } : {};
+  }
+
+  /**
+   * Replace mode: when the windowed layers hold more than their bound, keep only their last
+   * window's positions, copied by the trim session where the KV lives (GPU outputs on WebGPU).
+   */
+  private async trimWindow(kv: KvState<Tensor>): Promise<void> {
+    const trim = kv.windowTrim();
+    if (trim === undefined) return;
+    const session = await (this.trimSession ??= this.ort.InferenceSession.create(buildKvTrimGraph(this.dtype), {
+      executionProviders: [this.device],
+      logSeverityLevel: 3,
+      ...(this.device === 'webgpu' ? { preferredOutputLocation: { [KV_TRIM_KEPT_KEY]: 'gpu-buffer', [KV_TRIM_KEPT_VALUE]: 'gpu-buffer' } } : {}),
+    }));
+    const start = new this.ort.Tensor('int64', BigInt64Array.of(BigInt(trim.start)), [1]);
+    const end = new this.ort.Tensor('int64', BigInt64Array.of(BigInt(trim.end)), [1]);
+    const trimmed = new Map<number, LayerKv<Tensor>>();
+    try {
+      for (const layer of kv.windowedLayers) {
+        const past = kv.past(layer);
+        if (past === undefined || kv.isDisposed) throw new Error('released while trimming');
+        const feeds = { [KV_TRIM_KEY]: past.key, [KV_TRIM_VALUE]: past.value, [KV_TRIM_START]: start, [KV_TRIM_END]: end };
+        const run = () => session.run(feeds, [KV_TRIM_KEPT_KEY, KV_TRIM_KEPT_VALUE]);
+        const out = await (this.queue ? this.queue.run(run) : run());
+        trimmed.set(layer, { key: out[KV_TRIM_KEPT_KEY], value: out[KV_TRIM_KEPT_VALUE] });
+      }
+      kv.compactWindow(trimmed, trim.from);
+    } catch (error) {
+      for (const p of trimmed.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
+      if (kv.isDisposed) return; // released meanwhile: nothing to keep
+      throw error;
+    }
   }
 
   /** The windowed layers' seqlens_k and total length, from the positions they hold (graphs with windowed layers only). */
@@ -349,6 +388,9 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   }
 
   async dispose(): Promise<void> {
+    const trim = this.trimSession;
+    this.trimSession = undefined;
+    if (trim) await (await trim.catch(() => undefined))?.release();
     await this.session.release();
   }
 }

@@ -107,6 +107,7 @@ export function sessionView(apiId: string, model: string, telemetry: SessionTele
       peerId: repair.peerId,
       ...(repair.lostPeerId !== undefined ? { lostPeerId: repair.lostPeerId } : {}),
     })),
+    ...(telemetry.links ? { links: [...telemetry.links] } : {}),
     ...(telemetry.speculation && telemetry.speculation.steps > 0 ? { speculation: speculationView(telemetry.speculation, telemetry.completionTokens) } : {}),
     state: telemetry.outcome,
     ...(telemetry.error !== undefined ? { error: telemetry.error } : {}),

@@ -6,6 +6,7 @@
  * Errors are Ollama's shape, `{ "error": "…" }`, with the status the OpenAI routes would give;
  * the API key and CORS rules are the head's own (the middleware in serve-head.ts).
  */
+import { imageRefusal } from '../../core/model/architectures.ts';
 import type { H3 } from 'h3';
 import { ApiError, mapError } from '../openai/errors.ts';
 import { OllamaAnswer } from '../ollama/ollama-answers.ts';
@@ -63,6 +64,7 @@ export function servedModel(head: HeadContext, startedAt: number): ServedModel {
 export function mountOllamaRoutes(app: H3, options: OllamaRoutesOptions): void {
   const { head } = options;
   const model = servedModel(head, options.startedAt);
+  const refusal = imageRefusal(head.model.checkpoint.config.architecture);
   const counted = (endpoint: string, handler: (request: Request) => Promise<Response>) => async (event: { req: Request }) => {
     let response: Response;
     try {
@@ -84,8 +86,8 @@ export function mountOllamaRoutes(app: H3, options: OllamaRoutesOptions): void {
       return jsonResponse(showBody(model));
     }),
   );
-  app.post('/api/chat', counted('/api/chat', async (request) => answer(options, parseOllamaChat(await readJsonBody(request, options.body), head.name), request.signal)));
-  app.post('/api/generate', counted('/api/generate', async (request) => answer(options, parseOllamaGenerate(await readJsonBody(request, options.body), head.name), request.signal)));
+  app.post('/api/chat', counted('/api/chat', async (request) => answer(options, parseOllamaChat(await readJsonBody(request, options.body), head.name, refusal), request.signal)));
+  app.post('/api/generate', counted('/api/generate', async (request) => answer(options, parseOllamaGenerate(await readJsonBody(request, options.body), head.name, refusal), request.signal)));
 }
 
 async function answer(ctx: RunnerContext, request: OllamaRequest, signal: AbortSignal): Promise<Response> {

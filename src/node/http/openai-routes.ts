@@ -3,6 +3,7 @@
  * parses the body and hands the request to the completion runner (core's entry does the rest).
  */
 import type { H3, H3Event } from 'h3';
+import { imageRefusal } from '../../core/model/architectures.ts';
 import { parseChatRequest, parseCompletionRequest } from '../openai/requests.ts';
 import { modelNotFound } from '../openai/errors.ts';
 import { runCompletion, type RunnerContext } from './completion-runner.ts';
@@ -18,7 +19,9 @@ export interface OpenAIRoutesOptions extends RunnerContext {
 
 export function mountOpenAIRoutes(app: H3, options: OpenAIRoutesOptions): void {
   const { head } = options;
-  const defaults = { vocabSize: head.model.checkpoint.config.vocabSize };
+  const { vocabSize, architecture } = head.model.checkpoint.config;
+  const refusal = imageRefusal(architecture);
+  const defaults = { vocabSize, ...(refusal === undefined ? {} : { imageRefusal: refusal }) };
   // `max_model_len`: the context in tokens, as vLLM reports it (the chat page fits turns to it).
   const modelCard = { id: head.name, object: 'model', created: Math.floor(options.startedAt / 1000), owned_by: 'meshnet', max_model_len: head.limits.contextLength };
   const counted = (endpoint: string, handler: (request: Request, event: H3Event) => Promise<Response>) => async (event: H3Event) => {

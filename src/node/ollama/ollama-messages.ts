@@ -20,7 +20,7 @@ interface PendingCall {
 }
 
 /** Parses Ollama `messages`. Throws ApiError 400 naming `messages[i]…`. */
-export function parseOllamaMessages(value: unknown): ChatMessage[] {
+export function parseOllamaMessages(value: unknown, imageRefusal?: string): ChatMessage[] {
   if (value === undefined || value === null) throw missingParam('messages');
   if (!Array.isArray(value)) throw typeError('messages', 'an array', value);
   if (value.length === 0) throw emptyArray('messages');
@@ -30,7 +30,7 @@ export function parseOllamaMessages(value: unknown): ChatMessage[] {
     if (!isRecord(item)) throw typeError(path, 'an object', item);
     const images = item.images;
     if (images !== undefined && images !== null && !(Array.isArray(images) && images.length === 0)) {
-      throw unsupported(`${path}.images`, 'is not supported: this model reads text only.');
+      throw unsupported(`${path}.images`, `is not supported: ${imageRefusal ?? 'this model reads text only'}.`);
     }
     const content = item.content === undefined || item.content === null ? '' : item.content;
     const { images: _images, thinking: _thinking, tool_calls: rawCalls, tool_name: toolName, ...rest } = item;
@@ -47,7 +47,7 @@ export function parseOllamaMessages(value: unknown): ChatMessage[] {
     }
     return { ...rest, content, ...(rawCalls === undefined || rawCalls === null ? {} : { tool_calls: rawCalls }) };
   });
-  return parseMessages(openai);
+  return parseMessages(openai, imageRefusal);
 }
 
 function toolCalls(value: unknown, path: string, turn: number): { id: string; type: 'function'; function: { name: string; arguments: string } }[] {

@@ -59,13 +59,14 @@ export function ollamaFields(body: unknown): BodyFields {
   return new BodyFields(body);
 }
 
-export function parseOllamaChat(body: unknown, served: string): OllamaRequest {
+/** `imageRefusal`: why images are refused when the checkpoint has a vision model meshnet does not run (`imageRefusal` in architectures.ts). */
+export function parseOllamaChat(body: unknown, served: string, imageRefusal?: string): OllamaRequest {
   const fields = ollamaFields(body);
   const model = requireModel(fields, served);
   const raw = fields.get('messages');
   // No messages: Ollama's "load the model" call, as an empty generate prompt.
   if (raw === undefined || (Array.isArray(raw) && raw.length === 0)) return { endpoint: 'chat', model, stream: common(fields, served).stream };
-  const messages = parseOllamaMessages(raw);
+  const messages = parseOllamaMessages(raw, imageRefusal);
   // `tool_choice` is a meshnet extension here (Ollama has none: its models choose, `auto`).
   const tools = parseTools(new BodyFields({ tools: fields.get('tools'), tool_choice: fields.get('tool_choice') }));
   const responseFormat = parseFormat(fields.get('format'));
@@ -79,7 +80,7 @@ export function parseOllamaChat(body: unknown, served: string): OllamaRequest {
   return { endpoint: 'chat', model, run, stream: run.stream };
 }
 
-export function parseOllamaGenerate(body: unknown, served: string): OllamaRequest {
+export function parseOllamaGenerate(body: unknown, served: string, imageRefusal?: string): OllamaRequest {
   const fields = ollamaFields(body);
   const model = requireModel(fields, served);
   for (const name of ['suffix', 'template'] as const) {
@@ -88,7 +89,7 @@ export function parseOllamaGenerate(body: unknown, served: string): OllamaReques
   const context = fields.get('context');
   if (context !== undefined && !(Array.isArray(context) && context.length === 0)) throw unsupported('context', 'is not supported: send the conversation to /api/chat instead.');
   const images = fields.get('images');
-  if (images !== undefined && !(Array.isArray(images) && images.length === 0)) throw unsupported('images', 'is not supported: this model reads text only.');
+  if (images !== undefined && !(Array.isArray(images) && images.length === 0)) throw unsupported('images', `is not supported: ${imageRefusal ?? 'this model reads text only'}.`);
   const prompt = fields.string('prompt') ?? '';
   const system = fields.string('system');
   const raw = fields.boolean('raw') ?? false;

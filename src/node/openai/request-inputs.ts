@@ -23,14 +23,14 @@ const PART_SEPARATOR = '\n';
  * `messages`: a non-empty array of `{ role, content }`. Roles system, developer (as system),
  * user, assistant, tool; the legacy `function` role is refused. Content is a string or an
  * array of `{ type: 'text', text }` parts (joined); other part types (images, audio, files) are
- * refused. An assistant turn may carry `tool_calls` (then its content may be null); a tool turn
+ * refused (with `imageRefusal`'s reason for image parts when given). An assistant turn may carry `tool_calls` (then its content may be null); a tool turn
  * needs `tool_call_id`. `name` is ignored (except on tool turns, where it names the function).
  */
-export function parseMessages(value: unknown): ChatMessage[] {
+export function parseMessages(value: unknown, imageRefusal?: string): ChatMessage[] {
   if (value === undefined || value === null) throw missingParam('messages');
   if (!Array.isArray(value)) throw typeError('messages', 'an array', value);
   if (value.length === 0) throw emptyArray('messages');
-  const messages = value.map((item: unknown, i) => parseMessage(item, `messages[${i}]`));
+  const messages = value.map((item: unknown, i) => parseMessage(item, `messages[${i}]`, imageRefusal));
   checkToolTurns(messages);
   return messages;
 }
@@ -50,7 +50,7 @@ function checkToolTurns(messages: readonly ChatMessage[]): void {
   });
 }
 
-function parseMessage(item: unknown, path: string): ChatMessage {
+function parseMessage(item: unknown, path: string, imageRefusal: string | undefined): ChatMessage {
   if (!isRecord(item)) throw typeError(path, 'an object', item);
   if (item.role === undefined || item.role === null) throw missingParam(`${path}.role`);
   const roleName = stringValue(`${path}.role`, item.role);
@@ -69,17 +69,17 @@ function parseMessage(item: unknown, path: string): ChatMessage {
     if (item.tool_call_id === undefined || item.tool_call_id === null) throw missingParam(`${path}.tool_call_id`);
     const toolCallId = stringValue(`${path}.tool_call_id`, item.tool_call_id);
     const name = item.name === undefined || item.name === null ? undefined : stringValue(`${path}.name`, item.name);
-    return { role, content: parseContent(item.content, `${path}.content`), toolCallId, ...(name === undefined ? {} : { name }) };
+    return { role, content: parseContent(item.content, `${path}.content`, imageRefusal), toolCallId, ...(name === undefined ? {} : { name }) };
   }
   const toolCalls = role === 'assistant' ? parseToolCalls(item.tool_calls, `${path}.tool_calls`) : [];
   if (toolCalls.length > 0) {
-    const content = item.content === undefined || item.content === null ? '' : parseContent(item.content, `${path}.content`);
+    const content = item.content === undefined || item.content === null ? '' : parseContent(item.content, `${path}.content`, imageRefusal);
     return { role, content, toolCalls };
   }
   if (role !== 'assistant' && item.tool_calls !== undefined && item.tool_calls !== null) {
     throw invalidValue(`${path}.tool_calls`, `only assistant messages carry tool calls.`);
   }
-  return { role, content: parseContent(item.content, `${path}.content`) };
+  return { role, content: parseContent(item.content, `${path}.content`, imageRefusal) };
 }
 
 /** An assistant turn's `tool_calls`: `[{ id, type: 'function', function: { name, arguments } }]`. */
@@ -100,7 +100,7 @@ function parseToolCalls(value: unknown, path: string): ToolCall[] {
   });
 }
 
-function parseContent(value: unknown, path: string): string {
+function parseContent(value: unknown, path: string, imageRefusal: string | undefined): string {
   if (value === undefined || value === null) throw missingParam(path);
   if (typeof value === 'string') return value;
   if (!Array.isArray(value)) throw typeError(path, 'one of a string or an array of objects', value);
@@ -111,6 +111,7 @@ function parseContent(value: unknown, path: string): string {
       if (!isRecord(part)) throw typeError(partPath, 'an object', part);
       if (part.type === undefined || part.type === null) throw missingParam(`${partPath}.type`);
       const type = stringValue(`${partPath}.type`, part.type);
+      if (type === 'image_url' && imageRefusal !== undefined) throw invalidValue(`${partPath}.type`, `'image_url' is not supported: ${imageRefusal}.`);
       if (type !== 'text') {
         throw invalidValue(`${partPath}.type`, `'${shown(type)}' is not supported. Supported values are: 'text' (this model reads text only).`);
       }

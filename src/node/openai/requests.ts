@@ -38,6 +38,8 @@ export const MAX_CHAT_TOP_LOGPROBS = 20;
 export interface RequestDefaults {
   /** When given, prompt token ids must be below it. */
   readonly vocabSize?: number;
+  /** When given, image parts are refused with this reason (a vision checkpoint served as text: `imageRefusal`). */
+  readonly imageRefusal?: string;
 }
 
 /**
@@ -82,11 +84,11 @@ export interface CompletionRequest extends ParsedRequestBase {
 
 export type OpenAIRequest = ChatRequest | CompletionRequest;
 
-/** Parses a `/v1/chat/completions` body (chat has no token-id prompts: `defaults` is unused). Throws ApiError (400, or 404 model_not_found). */
-export function parseChatRequest(body: unknown, servedModel: string, _defaults: RequestDefaults = {}): ChatRequest {
+/** Parses a `/v1/chat/completions` body (chat has no token-id prompts: of `defaults` only `imageRefusal` applies). Throws ApiError (400, or 404 model_not_found). */
+export function parseChatRequest(body: unknown, servedModel: string, defaults: RequestDefaults = {}): ChatRequest {
   const fields = readBody(body, servedModel);
   refuseUnsupported(fields, 'chat');
-  const messages = parseMessages(fields.get('messages'));
+  const messages = parseMessages(fields.get('messages'), defaults.imageRefusal);
   const logprobs = fields.boolean('logprobs') ?? false;
   const topLogprobs = fields.integer('top_logprobs', { min: 0, max: MAX_CHAT_TOP_LOGPROBS }) ?? 0;
   if (topLogprobs > 0 && !logprobs) {

@@ -50,12 +50,12 @@ const BUILT_IN_ITEMS = new Set([
 ]);
 
 /** `input`: a string, or a non-empty array of items. */
-export function parseInput(value: unknown): ChatMessage[] {
+export function parseInput(value: unknown, imageRefusal?: string): ChatMessage[] {
   if (value === undefined) throw missingParam('input');
   if (typeof value === 'string') return [{ role: 'user', content: value }];
   if (!Array.isArray(value)) throw typeError('input', 'one of a string or an array of input items', value);
   if (value.length === 0) throw emptyArray('input');
-  const history = new InputHistory();
+  const history = new InputHistory(imageRefusal);
   value.forEach((item: unknown, i) => history.add(item, `input[${i}]`));
   return history.messages;
 }
@@ -65,10 +65,12 @@ class InputHistory {
   readonly messages: ChatMessage[] = [];
   private readonly calls = new Map<string, string>(); // call id → function name
 
+  constructor(private readonly imageRefusal: string | undefined) {}
+
   add(item: unknown, path: string): void {
     if (!isRecord(item)) throw typeError(path, 'an object', item);
     const type = item.type === undefined || item.type === null ? 'message' : stringValue(`${path}.type`, item.type);
-    if (type === 'message') this.messages.push(parseMessage(item, path));
+    if (type === 'message') this.messages.push(parseMessage(item, path, this.imageRefusal));
     else if (type === 'function_call') this.addCall(item, path);
     else if (type === 'function_call_output') this.addOutput(item, path);
     else throw refusedItem(type, `${path}.type`);
@@ -106,7 +108,7 @@ function callId(value: unknown, path: string): string {
   return id;
 }
 
-function parseMessage(item: Record<string, unknown>, path: string): ChatMessage {
+function parseMessage(item: Record<string, unknown>, path: string, imageRefusal: string | undefined): ChatMessage {
   if (item.role === undefined || item.role === null) throw missingParam(`${path}.role`);
   const roleName = stringValue(`${path}.role`, item.role);
   const role = Object.hasOwn(ROLES, roleName) ? ROLES[roleName] : undefined; // not `constructor` & co.
@@ -116,7 +118,7 @@ function parseMessage(item: Record<string, unknown>, path: string): ChatMessage 
       `'${shown(roleName)}' is not supported. Supported values are: 'user', 'system', 'developer', and 'assistant' (tool results are 'function_call_output' items).`,
     );
   }
-  return { role, content: parseContent(item.content, `${path}.content`) };
+  return { role, content: parseContent(item.content, `${path}.content`, imageRefusal) };
 }
 
 function refusedItem(type: string, param: string): ApiError {
@@ -134,15 +136,15 @@ function parseOutput(value: unknown, path: string): string {
   return textParts(value, path, ['input_text']);
 }
 
-function parseContent(value: unknown, path: string): string {
+function parseContent(value: unknown, path: string, imageRefusal: string | undefined): string {
   if (value === undefined || value === null) throw missingParam(path);
   if (typeof value === 'string') return value;
   if (!Array.isArray(value)) throw typeError(path, 'one of a string or an array of content parts', value);
   if (value.length === 0) throw emptyArray(path);
-  return textParts(value, path, ['input_text', 'output_text']);
+  return textParts(value, path, ['input_text', 'output_text'], imageRefusal);
 }
 
-function textParts(parts: readonly unknown[], path: string, textTypes: readonly string[]): string {
+function textParts(parts: readonly unknown[], path: string, textTypes: readonly string[], imageRefusal?: string): string {
   return parts
     .map((part: unknown, j) => {
       const partPath = `${path}[${j}]`;
@@ -153,6 +155,7 @@ function textParts(parts: readonly unknown[], path: string, textTypes: readonly 
         if (part.text === undefined || part.text === null) throw missingParam(`${partPath}.text`);
         return stringValue(`${partPath}.text`, part.text);
       }
+      if (type === 'input_image' && imageRefusal !== undefined) throw unsupported(`${partPath}.type`, `'input_image' is not supported: ${imageRefusal}.`);
       const media: Record<string, string> = { input_image: 'images', input_file: 'files', input_audio: 'audio' };
       if (Object.hasOwn(media, type)) return unsupportedPart(partPath, type, media[type]);
       if (type === 'refusal') return unsupportedPart(partPath, type, 'refusal parts');

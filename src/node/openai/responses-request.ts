@@ -51,12 +51,12 @@ const INCLUDE_VALUES = new Set([
 ]);
 
 /** Parses a `/v1/responses` body. Throws ApiError (400, or 404 model_not_found). */
-export function parseResponsesRequest(body: unknown, servedModel: string, _defaults: RequestDefaults = {}): ResponsesRequest {
+export function parseResponsesRequest(body: unknown, servedModel: string, defaults: RequestDefaults = {}): ResponsesRequest {
   const fields = readBody(body, servedModel);
   refuseUnsupported(fields);
   const instructions = fields.string('instructions');
   const tools = parseResponsesTools(fields);
-  const messages = [...(instructions === undefined ? [] : [{ role: 'system' as const, content: instructions }]), ...parseInput(fields.get('input'))];
+  const messages = [...(instructions === undefined ? [] : [{ role: 'system' as const, content: instructions }]), ...parseInput(fields.get('input'), defaults.imageRefusal)];
   const text = parseTextFormat(fields.get('text'));
   const include = parseInclude(fields.get('include'));
   const logprobs = include.includes(INCLUDE_LOGPROBS);

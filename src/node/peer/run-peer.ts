@@ -16,7 +16,7 @@ import { startServer, type RunningServer } from '../net/start-server.ts';
 import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { backoffDelays } from '../../core/route/backoff.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
-import { peerChains, type PeerChains } from './peer-chains.ts';
+import { peerChains, type PeerChains } from '../../core/peer/peer-chains.ts';
 import { WorkerShardService } from './worker-shard.ts';
 
 export interface PeerProcessOptions {
@@ -136,7 +136,7 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
   // Chained routes (3.2): the head's links reach the shard through the forwarder.
-  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, linkDelayMs: options.linkDelayMs, log });
+  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, dial: (url) => dialSocket(url), linkDelayMs: options.linkDelayMs, log });
   let server: RunningServer | undefined;
   let current: HeadConnection | undefined;
   let stopped = false;

@@ -1,20 +1,24 @@
 /**
- * A Node peer's chained routes (protocol 3.2): its ChainForwarder, the head link its copies
- * and reports go back on (the one the head chains on), the links it dials to next hops (only
- * at a URL the head named in a `chain` message, authenticated as itself with a `hop` proof),
- * and the links other peers dialled into its listener (their chain frames, by the sender the
- * handshake proved). A peer-to-peer link carries chain frames one way and nothing else.
+ * A peer's chained routes (protocol 3.2), Node peer and browser tab alike: its ChainForwarder,
+ * the head link its copies and reports go back on (the one the head chains on), the links it
+ * dials to next hops (only at a URL the head named in a `chain` message, authenticated as
+ * itself with a `hop` proof, direct-handshake.ts), and — on a Node peer with a listener — the
+ * links other peers dialled into it (their chain frames, by the sender the handshake proved).
+ * A peer-to-peer link carries chain frames one way and nothing else. How a WebSocket is opened
+ * is the caller's (`dial`: Node's client, or the tab's native WebSocket).
  */
-import { ChainForwarder } from '../../core/peer/chain-forwarder.ts';
-import type { EndpointChain, PeerEndpoint } from '../../core/peer/peer-endpoint.ts';
-import type { HopDialer, HopOutlet } from '../../core/runtime/chain-port.ts';
-import type { ShardService } from '../../core/runtime/shard-service.ts';
-import { dialDirectPeer } from '../net/direct-dial.ts';
+import type { HopDialer, HopOutlet } from '../runtime/chain-port.ts';
+import type { ShardService } from '../runtime/shard-service.ts';
+import { ChainForwarder } from './chain-forwarder.ts';
+import { authenticateDialled, urlWithoutQuery, type DialledLink } from './direct-handshake.ts';
+import type { EndpointChain, PeerEndpoint } from './peer-endpoint.ts';
 
 export interface PeerChainsOptions {
   readonly shard: ShardService;
   readonly peerId: string;
   readonly joinToken: string | undefined;
+  /** Open a WebSocket to `url` (not yet authenticated; rejects when it cannot connect). */
+  readonly dial: (url: string) => Promise<DialledLink>;
   /** Held before each frame this peer sends another peer (the bench's `--link-delay-ms`). */
   readonly linkDelayMs?: number;
   readonly log?: (line: string) => void;
@@ -37,7 +41,11 @@ export function peerChains(options: PeerChainsOptions): PeerChains {
   const dialer: HopDialer = {
     async outlet(to): Promise<HopOutlet> {
       if (to.url === undefined) throw new Error(`no address for peer ${to.peerId}`);
-      const link = await dialDirectPeer(to.url, { peerId: to.peerId, joinToken: options.joinToken, from: options.peerId });
+      const where = urlWithoutQuery(to.url);
+      const opened = await options.dial(to.url).catch((error: unknown) => {
+        throw new Error(`could not connect to ${where}: ${(error instanceof Error ? error.message : String(error)).replaceAll(to.url!, where)}`);
+      });
+      const link = await authenticateDialled(opened, where, { peerId: to.peerId, joinToken: options.joinToken, from: options.peerId });
       dialled.add(link.socket);
       let closed = false;
       link.attach({

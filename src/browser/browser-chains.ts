@@ -1,0 +1,37 @@
+/**
+ * A tab's part in chained routes (protocol 3.2). A tab cannot accept connections, so a link
+ * into a tab always goes through the head (the head never names it dialable); a link out of a
+ * tab to a Node peer that listens is direct: the tab dials the URL the head named in `chain`
+ * with its native WebSocket and proves the join token with the same `hop` handshake as a Node
+ * peer (core/peer/direct-handshake.ts). The hop proof needs WebCrypto, which a page has only in
+ * a secure context (https, or http on localhost): elsewhere the dial fails, the tab answers the
+ * `chain` with `route_unavailable` and that link goes through the head as well.
+ */
+import { peerChains, type PeerChains } from '../core/peer/peer-chains.ts';
+import type { DialledLink } from '../core/peer/direct-handshake.ts';
+import type { ShardService } from '../core/runtime/shard-service.ts';
+import { openBrowserSocket } from './browser-socket.ts';
+
+/** Open a WebSocket from this tab to `url` within `timeoutMs`; refuses at once where WebCrypto is missing. */
+export function dialFromTab(url: string, timeoutMs = 10_000): Promise<DialledLink> {
+  if (!globalThis.isSecureContext || globalThis.crypto?.subtle === undefined) {
+    return Promise.reject(new Error('this page is not a secure context (https or localhost): it cannot prove the join token to another peer'));
+  }
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`could not connect within ${timeoutMs} ms`)), timeoutMs);
+    openBrowserSocket(url).then(
+      (socket) => {
+        clearTimeout(timer);
+        resolve(socket);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}
+
+export function tabChains(shard: ShardService, peerId: string, joinToken: string | undefined): PeerChains {
+  return peerChains({ shard, peerId, joinToken, dial: (url) => dialFromTab(url) });
+}
