@@ -2,17 +2,21 @@
  * A browser tab as a shard peer: dials the head's /peer/ws (a relay link — tabs cannot
  * accept connections), says hello with its runtime, execution provider, WebGPU adapter facts
  * and memory budget, then serves the layer ranges it is assigned with the same ShardPeer the
- * Node peer runs. In a chained route (3.2) it forwards its output straight to a next hop that
- * listens, dialling out to it (browser-chains.ts); the link into it goes through the head.
- * A lost GPU device closes the link: the head treats it as a peer loss.
+ * Node peer runs. When the head connection is lost (the head restarts, the socket drops) the
+ * tab rejoins under the same id with back-off and jitter, forever, keeping its shard and
+ * loaded ranges, until it is closed or refused for good. In a chained route (3.2) it forwards
+ * its output straight to a next hop that listens, dialling out to it (browser-chains.ts); the
+ * link into it goes through the head. A lost GPU device closes the link for good: the head
+ * treats it as a peer loss.
  */
 import * as ort from 'onnxruntime-web/webgpu';
 import { PeerEndpoint } from '../core/peer/peer-endpoint.ts';
 import { ShardPeer } from '../core/peer/shard-peer.ts';
 import type { AdapterInfo, ControlMessage } from '../shared/control.ts';
 import { PROTOCOL_VERSION, WIRE_WEIGHT_FORMATS } from '../shared/protocol.ts';
+import { backoffDelays } from '../core/route/backoff.ts';
 import { tabChains } from './browser-chains.ts';
-import { openBrowserSocket } from './browser-socket.ts';
+import { openBrowserSocket, type BrowserSocket } from './browser-socket.ts';
 import { fetchShardLoader } from './fetch-loader.ts';
 
 /** The shard's way onto this tab: its files' bytes as they arrive, then onnxruntime loading it. */
@@ -28,7 +32,10 @@ export interface ShardDownload {
 }
 
 export interface BrowserPeerStatus {
-  state: 'connecting' | 'connected' | 'refused' | 'disconnected';
+  /** 'reconnecting': the head connection was lost; the tab dials again with back-off (its layers kept). */
+  state: 'connecting' | 'connected' | 'reconnecting' | 'refused' | 'disconnected';
+  /** Welcomes so far: 1 after the first join, one more per rejoin. */
+  connections?: number;
   executionProvider?: string;
   layers: string[];
   tokensServed: number;
@@ -46,7 +53,14 @@ export interface BrowserPeerOptions {
   readonly peerId?: string;
   readonly memoryBudgetBytes?: number;
   readonly onStatus: (status: BrowserPeerStatus) => void;
+  /** Back-off between rejoin attempts (default 250 ms doubling to 5 s, jittered); false: one connection. */
+  readonly reconnect?: { readonly baseMs: number; readonly maxMs: number } | false;
 }
+
+/** As `meshnet peer`: 250 ms doubling to 5 s, each delay shortened by up to half. */
+export const DEFAULT_TAB_RECONNECT = { baseMs: 250, maxMs: 5000 } as const;
+/** Refusals a retry cannot change. */
+const PERMANENT_CODES = new Set(['unauthorized', 'version_mismatch']);
 
 async function adapterInfo(): Promise<AdapterInfo | undefined> {
   const gpu = (navigator as Navigator & { gpu?: { requestAdapter(): Promise<{ info?: Record<string, unknown> } | null> } }).gpu;
@@ -57,6 +71,9 @@ async function adapterInfo(): Promise<AdapterInfo | undefined> {
 }
 
 export interface RunningBrowserPeer {
+  /** The id it joins under, the same on every rejoin. */
+  readonly peerId: string;
+  /** Resolves when the tab gives up: `close()`, a refusal that cannot change, a lost GPU device. */
   readonly closed: Promise<string>;
   close(): void;
 }
@@ -104,65 +121,120 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
   });
   const peerId = options.peerId ?? `browser-${crypto.randomUUID().slice(0, 8)}`;
   const chains = tabChains(shard, peerId, options.joinToken);
-  const socket = await openBrowserSocket(options.headUrl);
+  const policy = options.reconnect === undefined ? DEFAULT_TAB_RECONNECT : options.reconnect;
   let resolveClosed!: (reason: string) => void;
   const closed = new Promise<string>((resolve) => (resolveClosed = resolve));
-  const endpoint = new PeerEndpoint(chains.forwarder, socket.socket, (message: ControlMessage) => {
-    if (message.kind === 'welcome') status.state = 'connected';
-    if (message.kind === 'error') {
-      status.lastError = message.message;
-      if (message.code === 'unauthorized' || message.code === 'version_mismatch') status.state = 'refused';
-    }
+  let current: BrowserSocket | undefined;
+  let stopped = false;
+  let gpuLost = false;
+  let ended = false;
+  const end = (reason: string) => {
+    if (ended) return;
+    ended = true;
+    if (status.state !== 'refused') status.state = 'disconnected';
+    status.lastError ??= reason;
     report();
-  }, chains.endpoint);
+    chains.close();
+    void shard.dispose();
+    resolveClosed(reason);
+  };
   const watchDevice = () => {
-    // After a WebGPU session exists, a lost device ends this peer: the head replaces it.
+    // After a WebGPU session exists, a lost device ends this peer (no rejoin: its executors are gone): the head replaces it.
     const gpuDevice = (ort.env as { webgpu?: { device?: Promise<{ lost: Promise<{ message: string }> }> } }).webgpu?.device;
     void Promise.resolve(gpuDevice)
       .then((d) => d?.lost)
       .then((info) => {
         if (!info) return;
         status.lastError = `GPU device lost: ${info.message}`;
-        socket.socket.close(4003, 'gpu device lost');
+        gpuLost = true;
+        current?.socket.close(4003, 'gpu device lost');
       })
       .catch(() => undefined);
   };
-  socket.attach({
-    receive: (data) => {
-      void endpoint.receive(data).then(() => {
-        const layers = shard.ranges.map((r) => `[${r.start}, ${r.end})`);
-        if (layers.length !== status.layers.length) {
-          status.layers = layers;
-          status.executionProvider = shard.devices[0];
-          status.progress = undefined;
-          if (status.download) status.download = { ...status.download, phase: 'done', finishedAt: performance.now() };
-          if (status.executionProvider === 'webgpu') watchDevice();
+  /** Serve the head over `socket`: hello, then frames; `lost` runs when the socket ends. */
+  const serve = (socket: BrowserSocket, lost: (reason: string) => void) => {
+    current = socket;
+    const endpoint = new PeerEndpoint(chains.forwarder, socket.socket, (message: ControlMessage) => {
+      if (message.kind === 'welcome') {
+        status.state = 'connected';
+        status.connections = (status.connections ?? 0) + 1;
+        status.lastError = undefined;
+      }
+      if (message.kind === 'error') {
+        status.lastError = message.message;
+        if (PERMANENT_CODES.has(message.code)) status.state = 'refused';
+      }
+      report();
+    }, chains.endpoint);
+    socket.attach({
+      receive: (data) => {
+        void endpoint.receive(data).then(() => {
+          const layers = shard.ranges.map((r) => `[${r.start}, ${r.end})`);
+          if (layers.join() !== status.layers.join()) {
+            status.layers = layers;
+            status.executionProvider = shard.devices[0];
+            status.progress = undefined;
+            if (status.download) status.download = { ...status.download, phase: 'done', finishedAt: performance.now() };
+            if (status.executionProvider === 'webgpu') watchDevice();
+            report();
+          }
+        });
+      },
+      terminated: (reason) => {
+        endpoint.terminated();
+        lost(reason);
+      },
+    });
+    endpoint.send({
+      kind: 'hello',
+      id: 'hello',
+      protocol: PROTOCOL_VERSION,
+      runtime: 'browser',
+      executionProvider: device === 'wasm' ? 'wasm' : 'webgpu',
+      memoryBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
+      peerId,
+      // onnxruntime-web 1.30 runs MatMulNBits (4 and 8 bits, with or without zero points) on wasm and WebGPU.
+      weightFormats: WIRE_WEIGHT_FORMATS,
+      ...(options.joinToken ? { joinToken: options.joinToken } : {}),
+      ...(adapter ? { adapter } : {}),
+    });
+  };
+  /**
+   * The head connection ended: give up when the tab closed it, the head refused for good or the
+   * GPU is lost; else dial again after a capped, jittered back-off, forever, keeping the shard
+   * (its artifacts and loaded ranges: a head that comes back with the same model finds them).
+   */
+  const lost = (reason: string) => {
+    current = undefined;
+    if (stopped || gpuLost || status.state === 'refused' || policy === false) return end(reason);
+    status.state = 'reconnecting';
+    status.lastError = reason;
+    report();
+    void (async () => {
+      for (let attempt = 0; ; attempt++) {
+        const delay = backoffDelays({ baseMs: policy.baseMs, maxMs: policy.maxMs, attempts: Math.min(attempt, 30) + 1, jitter: 0.5 }).at(-1)!;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        if (stopped) return end(reason);
+        try {
+          const socket = await openBrowserSocket(options.headUrl);
+          if (stopped) return (socket.socket.close(1000, 'tab left the mesh'), end(reason));
+          return serve(socket, lost);
+        } catch (error) {
+          status.lastError = error instanceof Error ? error.message : String(error);
           report();
         }
-      });
-    },
-    terminated: (reason) => {
-      endpoint.terminated();
-      chains.close();
-      if (status.state !== 'refused') status.state = 'disconnected';
-      status.lastError ??= reason;
-      report();
-      void shard.dispose();
-      resolveClosed(reason);
-    },
-  });
-  endpoint.send({
-    kind: 'hello',
-    id: 'hello',
-    protocol: PROTOCOL_VERSION,
-    runtime: 'browser',
-    executionProvider: device === 'wasm' ? 'wasm' : 'webgpu',
-    memoryBudgetBytes: options.memoryBudgetBytes ?? 512 * 2 ** 20,
+      }
+    })();
+  };
+  // The first join fails fast (the page shows why); later losses are retried.
+  serve(await openBrowserSocket(options.headUrl), lost);
+  return {
     peerId,
-    // onnxruntime-web 1.30 runs MatMulNBits (4 and 8 bits, with or without zero points) on wasm and WebGPU.
-    weightFormats: WIRE_WEIGHT_FORMATS,
-    ...(options.joinToken ? { joinToken: options.joinToken } : {}),
-    ...(adapter ? { adapter } : {}),
-  });
-  return { closed, close: () => socket.socket.close(1000, 'tab left the mesh') };
+    closed,
+    close: () => {
+      stopped = true;
+      if (current) current.socket.close(1000, 'tab left the mesh');
+      else if (status.state !== 'reconnecting') end('tab left the mesh');
+    },
+  };
 }

@@ -38,7 +38,7 @@ function show(status: BrowserPeerStatus): void {
   $('tokens').textContent = String(status.tokensServed);
   $('error').textContent = status.lastError ?? '';
   $('adapter').textContent = status.adapter ? `${status.adapter.vendor || 'unknown vendor'} ${status.adapter.architecture}${status.adapter.isFallbackAdapter ? ' (fallback adapter)' : ''}` : 'no WebGPU adapter';
-  joinButton.disabled = status.state === 'connecting' || status.state === 'connected';
+  joinButton.disabled = status.state === 'connecting' || status.state === 'connected' || status.state === 'reconnecting';
   showDownload(status);
 }
 

@@ -61,6 +61,7 @@ const peer = shape({
   lastHeartbeatAt: isNumber,
   'goneAt?': isNumber,
   tokensServed: isNumber,
+  'rejoins?': isNumber,
 });
 const route = shape({ hops: arrayOf(shape({ peerId: isString, range })), 'reason?': isString });
 const session = shape({

@@ -64,6 +64,8 @@ export interface PeerView {
   /** When the head saw it leave (status 'gone'); it is dropped GONE_PEER_TTL_MS later. */
   readonly goneAt?: number;
   readonly tokensServed: number;
+  /** Times this id joined again after the head saw it gone (a peer or tab that reconnected); absent before the first. */
+  readonly rejoins?: number;
 }
 
 export interface RouteHopView {
@@ -193,22 +195,29 @@ export function emptyState(
 /**
  * The next state after `event`. Never mutates `state` and never throws: updates for
  * unknown peers or sessions leave the state as it is. `peer.joined` adds or replaces the
- * peer (a re-joining peer replaces its gone entry); `peer.left` marks it 'gone' at once —
+ * peer (a re-joining peer replaces its gone entry and counts one more `rejoins`); `peer.left` marks it 'gone' at once —
  * no layers, no KV: it holds nothing any more — and keeps it visible until `peer.removed`
  * (which drops only a gone peer). `session.finished` moves the session (known or not) to the front of
  * `finished`, capped at FINISHED_SESSIONS_CAP.
  */
+/** `next` (an update, which knows nothing of rejoins) with the rejoin count `before` had. */
+function withRejoins(next: PeerView, before: PeerView): PeerView {
+  return next.rejoins === undefined && before.rejoins !== undefined ? { ...next, rejoins: before.rejoins } : next;
+}
+
 export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
   switch (event.kind) {
     case 'snapshot':
       return event.state;
     case 'peer.joined': {
+      const before = state.peers.find((p) => p.id === event.peer.id);
       const others = state.peers.filter((p) => p.id !== event.peer.id);
-      return { ...state, peers: [...others, event.peer] };
+      const peer = before ? { ...event.peer, rejoins: (before.rejoins ?? 0) + 1 } : event.peer;
+      return { ...state, peers: [...others, peer] };
     }
     case 'peer.updated': {
       if (!state.peers.some((p) => p.id === event.peer.id && p.status !== 'gone')) return state;
-      return { ...state, peers: state.peers.map((p) => (p.id === event.peer.id ? event.peer : p)) };
+      return { ...state, peers: state.peers.map((p) => (p.id === event.peer.id ? withRejoins(event.peer, p) : p)) };
     }
     case 'peer.left': {
       if (!state.peers.some((p) => p.id === event.peerId && p.status !== 'gone')) return state;

@@ -93,6 +93,15 @@ describe('applyEvent: peers and route', () => {
     expect(back.peers.map((p) => [p.id, p.status])).toEqual([['a', 'joining']]);
   });
 
+  it('a peer that joins again after it was gone counts a rejoin, kept through its updates', () => {
+    const once = fold([{ kind: 'peer.joined', peer: peer('a') }, { kind: 'peer.left', peerId: 'a' }, { kind: 'peer.joined', peer: peer('a') }]);
+    expect(once.peers[0]!.rejoins).toBe(1);
+    const updated = fold([{ kind: 'peer.updated', peer: peer('a', { status: 'ready' }) }, { kind: 'peer.left', peerId: 'a' }, { kind: 'peer.joined', peer: peer('a') }], once);
+    expect(updated.peers.map((p) => [p.id, p.status, p.rejoins])).toEqual([['a', 'joining', 2]]);
+    expect(fold([{ kind: 'peer.joined', peer: peer('b') }]).peers[0]!.rejoins, 'a first join is no rejoin').toBeUndefined();
+    expect(parseMeshEvent('peer.joined', { peer: { ...peer('a'), rejoins: 'x' } }), 'a wrong rejoin count is refused').toBeUndefined();
+  });
+
   it('ignores updates and departures of unknown peers', () => {
     const state = fold([{ kind: 'peer.joined', peer: peer('a') }]);
     expect(applyEvent(state, { kind: 'peer.updated', peer: peer('zz') })).toBe(state);

@@ -37,7 +37,7 @@ function peerRow(peer: PeerView, now: number): HTMLElement {
         h('span', { class: 'meter' }, h('span', { style: `width:${(share * 100).toFixed(1)}%` })),
       ),
     ),
-    h('td', { class: 'status' }, statusBadge(peer, now)),
+    h('td', { class: 'status' }, statusBadge(peer, now), peer.rejoins ? h('span', { class: 'badge rejoined', 'data-testid': 'peer-rejoins', title: `joined again ${peer.rejoins} time(s) after its connection was lost` }, `rejoined${peer.rejoins > 1 ? ` ×${peer.rejoins}` : ''}`) : undefined),
     h('td', { class: 'num' }, gone ? '—' : age(peer.lastHeartbeatAt, now)),
     h('td', { class: 'num' }, peer.tokensServed.toLocaleString()),
   );

@@ -10,7 +10,10 @@
  *   (Fetching `present.*` would be copied back whole by the JS API on every step, even into
  *   a preallocated output: measured in the note of issue 17.)
  * - **replace** (KV on the GPU): `present.*` stays in GPU buffers (`preferredOutputLocation`)
- *   and becomes the next step's past; the JS API never reads it.
+ *   and becomes the next step's past; the JS API never reads it. Sliding-window layers are fed
+ *   only the positions they hold; when those pass their bound (KvState.windowTrim) a small
+ *   second session (kv-trim-graph.ts, two Slice nodes, outputs on the GPU too) copies the last
+ *   window's positions into new tensors, so their memory stops growing as in the pool.
  *
  * `runBatch` runs several sessions' steps as one onnxruntime run (batch > 1, each entry at
  * its own length): the weights are read once for all of them.
@@ -33,6 +36,7 @@ import {
   sequenceInputs,
 } from '../model/shard-graph.ts';
 import type { ActivationDtype } from '../model/activations.ts';
+import { buildKvTrimGraph, KV_TRIM_END, KV_TRIM_KEPT_KEY, KV_TRIM_KEPT_VALUE, KV_TRIM_KEY, KV_TRIM_START, KV_TRIM_VALUE } from '../model/kv-trim-graph.ts';
 import type { WeightSpec } from '../model/quant/weight-format.ts';
 import type { KvWindow } from '../model/layer-attention.ts';
 import type { LayerRange, ModelConfig } from '../model/types.ts';
@@ -107,6 +111,8 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   private readonly poolFetches: string[] = [SHARD_OUTPUT_HIDDEN];
   private readonly replaceFetches: string[] = [SHARD_OUTPUT_HIDDEN];
   private readonly staging: BatchStaging;
+  /** The KV trim session (replace mode with windowed layers), created on first use. */
+  private trimSession?: Promise<Ort.InferenceSession>;
 
   constructor(
     private readonly ort: OrtModule,
@@ -254,7 +260,7 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
     const feeds: Record<string, Tensor> = {
       [SHARD_INPUT_HIDDEN]: new this.ort.Tensor(this.tensorType, step.hidden.data as Float32Array, [1, step.hidden.tokens, hiddenSize]),
       ...this.sequenceFeeds([step.startPosition], step.hidden.tokens),
-      ...this.windowFeeds([step.startPosition], step.hidden.tokens),
+      ...this.windowFeeds([kv.windowLength], step.hidden.tokens),
     };
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const past = kv.past(layer) ?? this.emptyPast();
@@ -277,12 +283,44 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
         for (const p of present.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
         throw new Error(`shard returned unusable KV: ${error instanceof Error ? error.message : String(error)}`);
       }
+      await this.trimWindow(kv);
     }
     const out = results[SHARD_OUTPUT_HIDDEN];
     return [{ dtype: this.dtype, data: out.data as FloatArray, tokens: step.hidden.tokens, hiddenSize }];
   }
 
-  /** seqlens_k, total_sequence_length and position_ids for entries starting at `starts`, `tokens` each. */
+  /**
+   * Replace mode: when the windowed layers hold more than their bound, keep only their last
+   * window's positions, copied by the trim session where the KV lives (GPU outputs on WebGPU).
+   */
+  private async trimWindow(kv: KvState<Tensor>): Promise<void> {
+    const trim = kv.windowTrim();
+    if (trim === undefined) return;
+    const session = await (this.trimSession ??= this.ort.InferenceSession.create(buildKvTrimGraph(this.dtype), {
+      executionProviders: [this.device],
+      logSeverityLevel: 3,
+      ...(this.device === 'webgpu' ? { preferredOutputLocation: { [KV_TRIM_KEPT_KEY]: 'gpu-buffer', [KV_TRIM_KEPT_VALUE]: 'gpu-buffer' } } : {}),
+    }));
+    const start = new this.ort.Tensor('int64', BigInt64Array.of(BigInt(trim.start)), [1]);
+    const end = new this.ort.Tensor('int64', BigInt64Array.of(BigInt(trim.end)), [1]);
+    const trimmed = new Map<number, LayerKv<Tensor>>();
+    try {
+      for (const layer of kv.windowedLayers) {
+        const past = kv.past(layer);
+        if (past === undefined || kv.isDisposed) throw new Error('released while trimming');
+        const feeds = { [KV_TRIM_KEY]: past.key, [KV_TRIM_VALUE]: past.value, [KV_TRIM_START]: start, [KV_TRIM_END]: end };
+        const run = () => session.run(feeds, [KV_TRIM_KEPT_KEY, KV_TRIM_KEPT_VALUE]);
+        const out = await (this.queue ? this.queue.run(run) : run());
+        trimmed.set(layer, { key: out[KV_TRIM_KEPT_KEY], value: out[KV_TRIM_KEPT_VALUE] });
+      }
+      kv.compactWindow(trimmed, trim.from);
+    } catch (error) {
+      for (const p of trimmed.values()) (this.kvOps.dispose(p.key), this.kvOps.dispose(p.value));
+      if (kv.isDisposed) return; // released meanwhile: nothing to keep
+      throw error;
+    }
+  }
+
   /** The windowed layers' seqlens_k and total length, from the positions they hold (graphs with windowed layers only). */
   private windowFeeds(held: readonly number[], tokens: number): Record<string, Tensor> {
     if (!this.window) return {};
@@ -323,6 +361,9 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   }
 
   async dispose(): Promise<void> {
+    const trim = this.trimSession;
+    this.trimSession = undefined;
+    if (trim) await (await trim.catch(() => undefined))?.release();
     await this.session.release();
   }
 }
