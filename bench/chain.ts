@@ -1,5 +1,5 @@
 /**
- * `npm run bench:chain [-- --link-delay-ms 10] [--model DIR] [--tokens 64] [--prompt 480] [--rounds 3]`:
+ * `npm run bench:chain [-- --link-delay-ms 10] [--model DIR | --positions N] [--tokens 64] [--prompt 480] [--rounds 3]`:
  * chained route vs star route (issue 25). A head (no layers of its own) and three peers
  * (runPeer, each listening for direct links) in this process, every link delayed by
  * `--link-delay-ms` each way: head → peer frames and answers (MeteredLink, that delay each
@@ -7,7 +7,9 @@
  * peer forwards to the next (runPeer's linkDelayMs). Star pays 2·3 = 6 delays per token, a
  * chain 3 + 1 = 4: 1.5× is the limit when compute is free. Prints one line per measurement
  * and a JSON summary (medians over the rounds): decode tokens/s with speculation off and on,
- * and time to first token of a `--prompt`-token prompt (pipelined prefill).
+ * and time to first token of a `--prompt`-token prompt (pipelined prefill). stories260k holds
+ * 512 positions; `--positions N` runs a random checkpoint of its shape with N positions instead
+ * (bench/generate-checkpoint.ts), for the issue's 1,536-token prompt: `--positions 2048 --prompt 1536`.
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
@@ -20,6 +22,8 @@ import type { SpeculateMode } from '../src/core/speculation/drafter.ts';
 import { startHead } from '../src/node/head/head-node.ts';
 import { openLocalModel, openLocalTokenizer } from '../src/node/local-model.ts';
 import { runPeer, type RunningPeer } from '../src/node/peer/run-peer.ts';
+import path from 'node:path';
+import { generateCheckpoint } from './generate-checkpoint.ts';
 import { MeteredLink, newMeter } from './metered-link.ts';
 
 const { values } = parseArgs({
@@ -29,10 +33,17 @@ const { values } = parseArgs({
     tokens: { type: 'string' },
     prompt: { type: 'string' },
     rounds: { type: 'string' },
+    positions: { type: 'string' },
   },
 });
 const delayMs = Number(values['link-delay-ms'] ?? 10);
-const modelDir = values.model ?? new URL('../test/fixtures/models/stories260k', import.meta.url).pathname;
+const positions = values.positions === undefined ? undefined : Number(values.positions);
+if (positions !== undefined && !(Number.isInteger(positions) && positions > 0)) throw new Error(`--positions must be a positive integer, got ${values.positions}`);
+if (positions !== undefined && values.model !== undefined) throw new Error('give --model or --positions, not both');
+/** stories260k's shape (random weights), with `positions` positions. */
+const storiesShaped = (n: number) =>
+  generateCheckpoint(path.join(import.meta.dirname, '.cache', `stories260k-shaped-${n}`), { hiddenSize: 64, numLayers: 5, numHeads: 8, numKvHeads: 4, intermediateSize: 172, vocabSize: 512, maxPositionEmbeddings: n, tied: true, seed: 260 });
+const modelDir = positions !== undefined ? await storiesShaped(positions) : (values.model ?? new URL('../test/fixtures/models/stories260k', import.meta.url).pathname);
 const tokens = Number(values.tokens ?? 64);
 const promptTokens = Number(values.prompt ?? 480);
 const rounds = Number(values.rounds ?? 3);

@@ -25,7 +25,29 @@ export interface GeneratedShape {
   readonly dtype?: 'F32' | 'BF16';
   /** rope_theta (default 100,000). */
   readonly ropeTheta?: number;
+  /** Gemma 3 (Gemma3ForCausalLM, gemma3_text): its head size, window and local/global pattern. */
+  readonly gemma3?: { readonly headDim: number; readonly slidingWindow: number; readonly pattern: number };
 }
+
+/**
+ * Gemma-3-1B's shape (issue #22's bench model): 26 layers of hidden 1152, intermediate 6912,
+ * 4 query / 1 KV heads of 256 (head size independent of the hidden), a 262,144-token tied
+ * embedding, window 512 on five local layers to one global, 32,768 positions. bf16: 2.0 GB.
+ */
+export const GEMMA_3_1B_SHAPE: GeneratedShape = {
+  hiddenSize: 1152,
+  numLayers: 26,
+  numHeads: 4,
+  numKvHeads: 1,
+  intermediateSize: 6912,
+  vocabSize: 262144,
+  maxPositionEmbeddings: 32768,
+  tied: true,
+  seed: 2231,
+  dtype: 'BF16',
+  ropeTheta: 1000000,
+  gemma3: { headDim: 256, slidingWindow: 512, pattern: 6 },
+};
 
 export const SMOLLM2_135M_SHAPE: GeneratedShape = {
   hiddenSize: 576,
@@ -82,6 +104,7 @@ interface TensorPlan {
 }
 
 function plan(s: GeneratedShape): TensorPlan[] {
+  if (s.gemma3) return gemma3Plan(s, s.gemma3.headDim);
   const D = s.hiddenSize / s.numHeads;
   const t: TensorPlan[] = [];
   const add = (name: string, shape: number[], std: number, mean = 0) => t.push({ name, shape, std, mean });
@@ -102,6 +125,68 @@ function plan(s: GeneratedShape): TensorPlan[] {
   add('model.norm.weight', [s.hiddenSize], 0.05, 1);
   if (!s.tied) add('lm_head.weight', [s.vocabSize, s.hiddenSize], 0.1);
   return t;
+}
+
+/** Gemma 3's tensors: q/k norms, sandwich norms ((1 + w): weights around 0). */
+function gemma3Plan(s: GeneratedShape, D: number): TensorPlan[] {
+  const t: TensorPlan[] = [];
+  const add = (name: string, shape: number[], std: number, mean = 0) => t.push({ name, shape, std, mean });
+  const linear = (name: string, out: number, inFeatures: number) => add(name, [out, inFeatures], 0.5 / Math.sqrt(inFeatures));
+  add('model.embed_tokens.weight', [s.vocabSize, s.hiddenSize], 0.1);
+  for (let l = 0; l < s.numLayers; l++) {
+    const p = `model.layers.${l}`;
+    add(`${p}.input_layernorm.weight`, [s.hiddenSize], 0.05);
+    linear(`${p}.self_attn.q_proj.weight`, s.numHeads * D, s.hiddenSize);
+    linear(`${p}.self_attn.k_proj.weight`, s.numKvHeads * D, s.hiddenSize);
+    linear(`${p}.self_attn.v_proj.weight`, s.numKvHeads * D, s.hiddenSize);
+    linear(`${p}.self_attn.o_proj.weight`, s.hiddenSize, s.numHeads * D);
+    add(`${p}.self_attn.q_norm.weight`, [D], 0.05);
+    add(`${p}.self_attn.k_norm.weight`, [D], 0.05);
+    add(`${p}.post_attention_layernorm.weight`, [s.hiddenSize], 0.05);
+    add(`${p}.pre_feedforward_layernorm.weight`, [s.hiddenSize], 0.05);
+    add(`${p}.post_feedforward_layernorm.weight`, [s.hiddenSize], 0.05);
+    linear(`${p}.mlp.gate_proj.weight`, s.intermediateSize, s.hiddenSize);
+    linear(`${p}.mlp.up_proj.weight`, s.intermediateSize, s.hiddenSize);
+    linear(`${p}.mlp.down_proj.weight`, s.hiddenSize, s.intermediateSize);
+  }
+  add('model.norm.weight', [s.hiddenSize], 0.05);
+  return t;
+}
+
+/** config.json of a generated shape: Llama's, or Gemma 3's keys (as google/gemma-3-1b-pt's). */
+function configOf(shape: GeneratedShape, dtype: 'F32' | 'BF16'): Record<string, unknown> {
+  const common = {
+    hidden_size: shape.hiddenSize,
+    intermediate_size: shape.intermediateSize,
+    num_hidden_layers: shape.numLayers,
+    num_attention_heads: shape.numHeads,
+    num_key_value_heads: shape.numKvHeads,
+    vocab_size: shape.vocabSize,
+    max_position_embeddings: shape.maxPositionEmbeddings,
+    tie_word_embeddings: shape.tied,
+    torch_dtype: dtype === 'BF16' ? 'bfloat16' : 'float32',
+    bos_token_id: 1,
+    eos_token_id: 2,
+    attention_bias: false,
+  };
+  const g = shape.gemma3;
+  if (!g) return { architectures: ['LlamaForCausalLM'], model_type: 'llama', ...common, rms_norm_eps: 1e-5, rope_theta: shape.ropeTheta ?? 100000, hidden_act: 'silu' };
+  return {
+    architectures: ['Gemma3ForCausalLM'],
+    model_type: 'gemma3_text',
+    ...common,
+    head_dim: g.headDim,
+    rms_norm_eps: 1e-6,
+    rope_theta: shape.ropeTheta ?? 1000000,
+    rope_local_base_freq: 10000,
+    rope_scaling: null,
+    hidden_activation: 'gelu_pytorch_tanh',
+    query_pre_attn_scalar: g.headDim,
+    sliding_window: g.slidingWindow,
+    layer_types: Array.from({ length: shape.numLayers }, (_, i) => ((i + 1) % g.pattern === 0 ? 'full_attention' : 'sliding_attention')),
+    attn_logit_softcapping: null,
+    final_logit_softcapping: null,
+  };
 }
 
 /** Write (or reuse) the checkpoint folder `dir`. Returns `dir`. */
@@ -149,25 +234,7 @@ export async function generateCheckpoint(dir: string, shape: GeneratedShape = SM
   } finally {
     await file.close();
   }
-  const config = {
-    architectures: ['LlamaForCausalLM'],
-    model_type: 'llama',
-    hidden_size: shape.hiddenSize,
-    intermediate_size: shape.intermediateSize,
-    num_hidden_layers: shape.numLayers,
-    num_attention_heads: shape.numHeads,
-    num_key_value_heads: shape.numKvHeads,
-    vocab_size: shape.vocabSize,
-    max_position_embeddings: shape.maxPositionEmbeddings,
-    rms_norm_eps: 1e-5,
-    rope_theta: shape.ropeTheta ?? 100000,
-    hidden_act: 'silu',
-    tie_word_embeddings: shape.tied,
-    torch_dtype: dtype === 'BF16' ? 'bfloat16' : 'float32',
-    bos_token_id: 1,
-    eos_token_id: 2,
-    attention_bias: false,
-  };
+  const config = configOf(shape, dtype);
   await writeFile(path.join(dir, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
   await writeFile(path.join(dir, 'generation_config.json'), `${JSON.stringify({ bos_token_id: 1, eos_token_id: 2 }, null, 2)}\n`);
   for (const [name, text] of tinyTokenizerFiles(shape.vocabSize)) await writeFile(path.join(dir, name), text);

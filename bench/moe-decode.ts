@@ -1,45 +1,92 @@
 /**
- * MoE sparsity check (issue 23, a short form of its benchmark): decode tokens/s of a
- * Qwen3-MoE-shaped random checkpoint against the dense Qwen3 of the same layer bytes (its
- * intermediate size = experts × expert size), one process, same weight format. Usage:
- *   node --import tsx bench/moe-decode.ts [--weights q4] [--layers 4] [--hidden 512] [--experts 32] [--expert-size 256] [--top 4] [--tokens 32]
- * Prints one row per model with the load average; no llama.cpp comparison here.
+ * MoE sparsity bench (issue 23): decode tokens/s of a Qwen3-MoE-shaped random checkpoint
+ * against the dense Qwen3 of the same layer bytes (its intermediate size = experts × expert
+ * size), each weight format in one process and over local peer processes. Each row is
+ * bench/measure.ts in a process of its own (the main bench's measurement: greedy requests
+ * from the same token ids, decode tokens/s = 1000 ÷ the median inter-token interval).
+ * Defaults are the issue's shape: 8 layers, hidden 1024, 64 experts of 512, top 8, vocab
+ * 151,936 (tied embeddings). Usage:
+ *   npm run bench:moe -- [--weights q4,q8] [--peers 0,2] [--layers 8] [--hidden 1024] [--experts 64]
+ *                        [--expert-size 512] [--top 8] [--vocab 151936] [--tokens 32] [--threads 1]
+ * The checkpoints are written once into bench/.cache/moe-<shape>/ (2 × ~1.9 GB at the default
+ * shape), the packed artifacts cached in bench/.cache/moe-home. Prints one row per
+ * configuration with the load average, then MoE ÷ dense per format and peer count.
  */
-import os from 'node:os';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { weightSpec, type WeightFormat } from '../src/core/model/quant/weight-format.ts';
-import { rangesFromSplit } from '../src/core/mesh/split.ts';
-import { TINY_PRESETS } from '../test/fixtures/checkpoints.ts';
+import { TINY_PRESETS, writeTinyCheckpoint } from '../test/fixtures/checkpoints.ts';
 import { tinyMoeCheckpoint } from '../test/fixtures/moe-checkpoints.ts';
-import { fixtureModel, pipeline, stepLogits, tempDir } from '../test/engine/harness.ts';
-import { meshModel } from '../src/node/mesh-model.ts';
+import type { MeasureResult, MeasureSpec } from './measure.ts';
 
-const { values } = parseArgs({ options: { weights: { type: 'string', default: 'q4' }, layers: { type: 'string', default: '4' }, hidden: { type: 'string', default: '512' }, experts: { type: 'string', default: '32' }, 'expert-size': { type: 'string', default: '256' }, top: { type: 'string', default: '4' }, tokens: { type: 'string', default: '32' } } });
-const [layers, hidden, experts, expertSize, top, tokens] = [values.layers, values.hidden, values.experts, values['expert-size'], values.top, values.tokens].map(Number);
-const format = values.weights as WeightFormat;
-const spec = weightSpec('fp32', { format, blockSize: 32, accuracyLevel: 4 });
-const root = await tempDir('moe-bench');
-process.env.MESHNET_HOME = path.join(root.dir, 'home');
-const shape = { dtype: 'BF16' as const, seed: 7, numLayers: layers, hiddenSize: hidden, numHeads: 8, numKvHeads: 4, headDim: hidden / 8, vocabSize: 1024 };
-const moeOptions = { ...tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'BF16', seed: 7, numExperts: experts, topK: top, expertSize, numLayers: layers, hiddenSize: hidden }), ...shape };
-const moe = await fixtureModel(root.dir, 'moe', moeOptions);
-const dense = await fixtureModel(root.dir, 'dense', { ...TINY_PRESETS.qwen3, ...shape, intermediateSize: experts * expertSize });
-try {
-  for (const [name, model] of [['qwen3-moe', moe], ['qwen3 dense, same bytes', dense]] as const) {
-    const bytes = meshModel(model, name, 'fp32', spec).bytesPerLayer;
-    const p = await pipeline(model, rangesFromSplit(layers, []), 'cpu', 'fp32', spec);
-    try {
-      await stepLogits(p, 'warm', [1, 2, 3, 4], 0);
-      let position = 4;
-      const start = performance.now();
-      for (let i = 0; i < tokens; i++) await stepLogits(p, 'warm', [5 + (i % 100)], position++);
-      const seconds = (performance.now() - start) / 1000;
-      console.log(`${name}: ${format}, ${layers} layers × ${(bytes / 2 ** 20).toFixed(1)} MiB, decode ${(tokens / seconds).toFixed(1)} tokens/s (load ${os.loadavg()[0].toFixed(1)})`);
-    } finally {
-      await p.dispose();
+const BENCH = import.meta.dirname;
+const CACHE = path.join(BENCH, '.cache');
+const { values } = parseArgs({
+  options: {
+    weights: { type: 'string', default: 'q4,q8' },
+    peers: { type: 'string', default: '0,2' },
+    layers: { type: 'string', default: '8' },
+    hidden: { type: 'string', default: '1024' },
+    experts: { type: 'string', default: '64' },
+    'expert-size': { type: 'string', default: '512' },
+    top: { type: 'string', default: '8' },
+    vocab: { type: 'string', default: '151936' },
+    tokens: { type: 'string', default: '32' },
+    threads: { type: 'string', default: '1' },
+  },
+});
+const [layers, hidden, experts, expertSize, top, vocab, tokens, threads] = [values.layers, values.hidden, values.experts, values['expert-size'], values.top, values.vocab, values.tokens, values.threads].map(Number);
+const formats = values.weights.split(',') as ('q4' | 'q8' | 'fp32' | 'fp16')[];
+const peerCounts = values.peers.split(',').map(Number);
+for (const f of formats) if (!['q4', 'q8', 'fp16', 'fp32'].includes(f)) throw new Error(`--weights: '${f}' is not q4, q8, fp16 or fp32`);
+for (const n of [layers, hidden, experts, expertSize, top, vocab, tokens, threads, ...peerCounts]) if (!Number.isInteger(n) || n < 0) throw new Error(`not a whole number ≥ 0: ${n}`);
+
+const shapeKey = `l${layers}-h${hidden}-e${experts}x${expertSize}-k${top}-v${vocab}`;
+const dir = path.join(CACHE, `moe-${shapeKey}`);
+const shape = { dtype: 'BF16' as const, seed: 7, numLayers: layers, hiddenSize: hidden, numHeads: 8, numKvHeads: 4, headDim: hidden / 8, vocabSize: vocab, tied: true };
+const checkpoints = {
+  'qwen3-moe': { dir: path.join(dir, 'moe'), options: { ...tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'BF16', seed: 7, numExperts: experts, topK: top, expertSize, numLayers: layers, hiddenSize: hidden, tied: true }), ...shape } },
+  'qwen3 dense, same bytes': { dir: path.join(dir, 'dense'), options: { ...TINY_PRESETS.qwen3, ...shape, intermediateSize: experts * expertSize } },
+};
+for (const [name, c] of Object.entries(checkpoints)) {
+  if (existsSync(path.join(c.dir, 'config.json'))) continue;
+  process.stderr.write(`writing the ${name} checkpoint into ${c.dir}\n`);
+  await writeTinyCheckpoint(c.dir, c.options);
+}
+
+function measure(spec: MeasureSpec): Promise<MeasureResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(BENCH, 'measure.ts'), JSON.stringify(spec)], {
+      env: { ...process.env, MESHNET_HOME: path.join(CACHE, 'moe-home') },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1)!) as MeasureResult) : reject(new Error(`measure.ts exited with ${code}`))));
+  });
+}
+
+console.log(`shape ${shapeKey}, threads ${threads}, ${tokens} decode tokens`);
+const rate = new Map<string, number>();
+for (const weights of formats) {
+  for (const peers of peerCounts) {
+    for (const [name, c] of Object.entries(checkpoints)) {
+      const common = { model: c.dir, threads, spinning: false, repeats: 2, decodeTokens: tokens, longPrompt: 32, weights };
+      const spec: MeasureSpec = peers === 0 ? { ...common, kind: 'one-process' } : { ...common, kind: 'pipeline', peers, link: 'relay', linkDelayMs: 0 };
+      try {
+        const r = await measure(spec);
+        rate.set(`${weights}/${peers}/${name}`, r.decodeTokensPerSecond);
+        const where = peers === 0 ? 'one process' : `${peers} relay peers`;
+        const mib = r.packed ? `${(r.packed.bytesPerLayer / 2 ** 20).toFixed(1)} MiB/layer, LM head ${(r.packed.lmHeadBytes / 2 ** 20).toFixed(1)} MiB` : '';
+        console.log(`${name}: ${weights}, ${where}, ${mib}: decode ${r.decodeTokensPerSecond.toFixed(2)} tokens/s (load ${r.loadAverage.map((l) => l.toFixed(1)).join(' → ')})`);
+      } catch (error) {
+        console.log(`${name}: ${weights}, ${peers} peers: failed (${error instanceof Error ? error.message : String(error)})`);
+      }
     }
+    const moe = rate.get(`${weights}/${peers}/qwen3-moe`);
+    const dense = rate.get(`${weights}/${peers}/qwen3 dense, same bytes`);
+    if (moe !== undefined && dense !== undefined) console.log(`  MoE ÷ dense, ${weights}, ${peers === 0 ? 'one process' : `${peers} peers`}: ${(moe / dense).toFixed(2)}×`);
   }
-} finally {
-  await root.remove();
 }

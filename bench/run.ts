@@ -26,7 +26,7 @@ import { openLocalModel } from '../src/node/local-model.ts';
 import type { BandwidthSample } from './bandwidth.ts';
 import type { GrammarMaskReport } from './grammar-mask.ts';
 import { exportForTransformers } from './export-transformers.ts';
-import { generateCheckpoint, LLAMA_3_2_1B_SHAPE } from './generate-checkpoint.ts';
+import { GEMMA_3_1B_SHAPE, generateCheckpoint, LLAMA_3_2_1B_SHAPE } from './generate-checkpoint.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { cachedGguf, type CachedGguf } from './llama-cpp/gguf-cache.ts';
 import { ensureNodeLlamaCpp, NODE_LLAMA_CPP_VERSION, type LlamaCppInstall } from './llama-cpp/install.ts';
@@ -58,8 +58,10 @@ interface ModelPlan {
   /** The compact formats' rows (q4 at level 0, each format over 2 relay peers). */
   readonly compact: boolean;
   readonly llamaCppTypes: readonly GgufWeights[];
+  /** Bandwidth-bound models: the compact formats measured (default q8 and q4). */
+  readonly formats?: readonly ('q8' | 'q4')[];
 }
-const BENCH_MODELS = ['stories260k', 'smollm2-135m-shaped', 'llama-3.2-1b-shaped'] as const;
+const BENCH_MODELS = ['stories260k', 'smollm2-135m-shaped', 'llama-3.2-1b-shaped', 'gemma-3-1b-shaped'] as const;
 const benchModels = values.models!.split(',').map((m) => m.trim());
 for (const m of benchModels) if (!(BENCH_MODELS as readonly string[]).includes(m)) throw new Error(`--models: '${m}' is not one of ${BENCH_MODELS.join(', ')}`);
 /** The llama.cpp types measured beside meshnet (the writer also does F16). */
@@ -116,7 +118,8 @@ function configurations(model: string, exportDir: string, longPrompt: number, gg
     llama ? ggufs.map((gguf) => ({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken })) : [];
   if (!plan.full) {
     // Bandwidth-bound: q8 and q4, one process and 2 relay peers each.
-    const compactFormats = meshnetWeights.available.filter((w) => w === 'q8' || w === 'q4');
+    const formats: readonly string[] = plan.formats ?? ['q8', 'q4'];
+    const compactFormats = meshnetWeights.available.filter((w) => formats.includes(w));
     const specs: MeasureSpec[] = compactFormats.flatMap((weights): MeasureSpec[] => [
       { ...common, kind: 'one-process', weights },
       { ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights },
@@ -230,6 +233,13 @@ for (const name of benchModels) {
     const dir = await generateCheckpoint(path.join(CACHE, name), LLAMA_3_2_1B_SHAPE);
     log(`${name}: checkpoint ready in ${((performance.now() - writing) / 1000).toFixed(1)} s`);
     models.push(await benchModel(name, dir, { full: false, compact: true, llamaCppTypes: ['Q8_0', 'Q4_0'] }));
+  }
+  if (name === 'gemma-3-1b-shaped') {
+    // Issue #22: Gemma 3's shape (local/global layers, head 256, 262,144 vocabulary), q4 beside llama.cpp's gemma3 Q4_0.
+    const writing = performance.now();
+    const dir = await generateCheckpoint(path.join(CACHE, name), GEMMA_3_1B_SHAPE);
+    log(`${name}: checkpoint ready in ${((performance.now() - writing) / 1000).toFixed(1)} s`);
+    models.push(await benchModel(name, dir, { full: false, compact: true, llamaCppTypes: ['Q4_0'], formats: ['q4'] }));
   }
 }
 

@@ -2,11 +2,12 @@
  * What a shard graph is made of once onnxruntime has optimized it, and where a decode step's
  * time goes, per operator type (issue #24: "fewer nodes per layer").
  *
- *   node --import tsx bench/shard-profile.ts DIR [WEIGHTS] [LAYERS] [DECODE]
+ *   node --import tsx bench/shard-profile.ts DIR [WEIGHTS] [LAYERS] [DECODE] [PREFILL] [gqa|in-place]
  *
  * DIR is a checkpoint (e.g. bench/.cache/smollm2-135m-shaped), WEIGHTS a canonical weight
  * name (default q4-b32-acc4), LAYERS the profiled shard's layer count (default 15, a peer's
- * half of SmolLM2-135M), DECODE the profiled decode steps after a 32-position prefill.
+ * half of SmolLM2-135M), DECODE the profiled decode steps after a PREFILL-position prefill
+ * (default 32); `in-place` profiles the graph whose layers attend from plain ops (AttentionKind).
  * Prints, as JSON: the nodes of our graph and of onnxruntime's optimized graph
  * (`optimizedModelFilePath`) for 1 and for 3 layers, and from them the nodes per layer and
  * the nodes every shard has once; then the decode steps' kernel time per operator type from
@@ -21,12 +22,15 @@ import { parseWeightSpecName } from '../src/core/model/quant/weight-format.ts';
 import { KvState } from '../src/core/runtime/kv-state.ts';
 import { loadShardExecutor } from '../src/core/runtime/ort-loader.ts';
 import type { OrtModule } from '../src/core/runtime/ort-session.ts';
+import { buildShardArtifact } from '../src/core/model/shard-artifact.ts';
 import { getShardArtifact } from '../src/node/artifact-cache.ts';
 import { openLocalModel } from '../src/node/local-model.ts';
 import { nodeLoaderOptions } from '../src/node/ort-node-runtime.ts';
 import { countOps } from './onnx-ops.ts';
 
-const [directory, weightsText = 'q4-b32-acc4', layersText = '15', decodeText = '32'] = process.argv.slice(2);
+const [directory, weightsText = 'q4-b32-acc4', layersText = '15', decodeText = '32', prefillText = '32', attentionText = 'in-place'] = process.argv.slice(2);
+const prefill = Number(prefillText);
+const attention = attentionText === 'in-place' ? 'in-place' : 'gqa';
 const weights = parseWeightSpecName(weightsText);
 if (!directory || !weights) {
   console.error('usage: shard-profile.ts DIR [WEIGHTS] [LAYERS] [DECODE]');
@@ -77,18 +81,22 @@ const perLayer = (a: Map<string, number>, b: Map<string, number>) => {
 const oursPerLayer = perLayer(one.ours, three.ours);
 const optimizedPerLayer = perLayer(one.optimized, three.optimized);
 
-// The profile: a peer-sized shard, a 32-position prefill, then DECODE steps.
+// The profile: a peer-sized shard, a PREFILL-position prefill, then DECODE steps.
 const layers = Number(layersText);
 const range = { start: 0, end: layers };
-const { artifact } = await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights);
+const artifact =
+  attention === 'in-place'
+    ? buildShardArtifact(model.checkpoint.config, model.checkpoint.tensors, model.key, { kind: 'layers', range }, 'fp32', weights, 'in-place')
+    : (await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights)).artifact;
 const { loader, created } = loaderWith({ enableProfiling: true, profileFilePrefix: path.join(scratch, 'profile') });
-const executor = await loadShardExecutor(model.checkpoint.config, artifact, model.checkpoint.source, loader);
+const { weights: _cached, ...inMemory } = loader;
+const executor = await loadShardExecutor(model.checkpoint.config, artifact, model.checkpoint.source, attention === 'in-place' ? inMemory : loader);
 const { hiddenSize } = model.checkpoint.config;
 const hidden = (tokens: number, seed: number) => ({ dtype: 'fp32' as const, data: new Float32Array(tokens * hiddenSize).map((_, i) => Math.sin(i + seed) * 0.1), tokens, hiddenSize });
 const kv = new KvState('profile', range, executor.kvOps);
-await executor.run({ sessionId: 'profile', startPosition: 0, hidden: hidden(32, 0) }, kv);
+await executor.run({ sessionId: 'profile', startPosition: 0, hidden: hidden(prefill, 0) }, kv);
 const decodeSteps = Number(decodeText);
-for (let i = 0; i < decodeSteps; i++) await executor.run({ sessionId: 'profile', startPosition: 32 + i, hidden: hidden(1, i) }, kv);
+for (let i = 0; i < decodeSteps; i++) await executor.run({ sessionId: 'profile', startPosition: prefill + i, hidden: hidden(1, i) }, kv);
 (created[0] as unknown as { endProfiling(): void }).endProfiling();
 kv.dispose();
 await executor.dispose();
@@ -98,24 +106,33 @@ interface ProfileEvent {
   readonly name: string;
   readonly ts: number;
   readonly dur: number;
-  readonly args?: { op_name?: string };
+  readonly args?: { op_name?: string; input_type_shape?: unknown };
 }
 const profileFile = (await readdir(scratch)).find((f) => f.startsWith('profile') && f.endsWith('.json'));
 if (!profileFile) throw new Error('onnxruntime wrote no profile');
 const events = JSON.parse(await readFile(path.join(scratch, profileFile), 'utf8')) as ProfileEvent[];
 const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run');
-const decodeRuns = runs.slice(1); // the first run is the prefill
+const decodeRuns = runs.slice(Math.ceil(prefill / 128)); // the first runs are the prefill (runs of ≤ 128)
 const inDecode = (e: ProfileEvent) => decodeRuns.some((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
 const kernels = events.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time') && inDecode(e));
 const byOp = new Map<string, number>();
 for (const e of kernels) byOp.set(e.args?.op_name ?? '?', (byOp.get(e.args?.op_name ?? '?') ?? 0) + e.dur);
 const kernelMicros = total(byOp);
+const byNode = new Map<string, { us: number; shapes: string }>();
+for (const e of kernels) {
+  const node = byNode.get(e.name) ?? { us: 0, shapes: JSON.stringify(e.args?.input_type_shape ?? []) };
+  node.us += e.dur;
+  byNode.set(e.name, node);
+}
+const topNodes = [...byNode].sort((a, b) => b[1].us - a[1].us).slice(0, 8).map(([name, n]) => `${name.replace('_kernel_time', '')} ${(n.us / Math.max(1, decodeRuns.length)).toFixed(0)} µs/step ${n.shapes}`);
 const runMicros = decodeRuns.reduce((a, r) => a + r.dur, 0);
 console.log(
   JSON.stringify(
     {
       model: path.basename(directory),
       weights: weightsText,
+      attention,
+      prefill,
       nodes: {
         ours: { oneLayer: total(one.ours), threeLayers: total(three.ours), perLayer: total(oursPerLayer), perLayerByOp: sorted(oursPerLayer) },
         optimized: { oneLayer: total(one.optimized), threeLayers: total(three.optimized), perLayer: total(optimizedPerLayer), perLayerByOp: sorted(optimizedPerLayer) },
@@ -127,6 +144,7 @@ console.log(
         msPerStep: runMicros / 1000 / Math.max(1, decodeRuns.length),
         kernelMsPerStep: kernelMicros / 1000 / Math.max(1, decodeRuns.length),
         shareByOp: Object.fromEntries([...byOp].sort((a, b) => b[1] - a[1]).map(([op, us]) => [op, Number((us / kernelMicros).toFixed(4))])),
+        topNodes,
       },
     },
     null,

@@ -9,6 +9,7 @@ import { openLocalModel } from '../../src/node/local-model.ts';
 import { GgmlType } from '../gguf/gguf-format.ts';
 import { readGguf } from '../gguf/gguf-reader.ts';
 import { ggufWeightBytesPerToken, LLAMA_GGUF_WRITER_VERSION, writeLlamaGguf, type GgufWeights } from '../gguf/llama-gguf.ts';
+import { GEMMA3_GGUF_WRITER_VERSION, writeGemma3Gguf } from '../gguf/gemma3-gguf.ts';
 
 export interface CachedGguf {
   readonly path: string;
@@ -22,13 +23,15 @@ export interface CachedGguf {
 }
 
 export async function cachedGguf(cacheDir: string, name: string, checkpointDir: string, weights: GgufWeights): Promise<CachedGguf> {
-  const { key } = await openLocalModel(checkpointDir);
+  const { key, checkpoint } = await openLocalModel(checkpointDir);
+  // Gemma 3 checkpoints as llama.cpp's `gemma3`, every other one as `llama`.
+  const gemma3 = checkpoint.config.architecture === 'Gemma3ForCausalLM';
   const dir = path.join(cacheDir, 'gguf');
-  const file = path.join(dir, `${name}-${key}-w${LLAMA_GGUF_WRITER_VERSION}-${weights}.gguf`);
+  const file = path.join(dir, `${name}-${key}-${gemma3 ? `g${GEMMA3_GGUF_WRITER_VERSION}` : `w${LLAMA_GGUF_WRITER_VERSION}`}-${weights}.gguf`);
   const exists = await access(file).then(() => true, () => false);
   if (!exists) {
     await mkdir(dir, { recursive: true });
-    await writeLlamaGguf(checkpointDir, file, weights, name);
+    await (gemma3 ? writeGemma3Gguf : writeLlamaGguf)(checkpointDir, file, weights, name);
   }
   const gguf = await readGguf(file);
   const fallbacks = gguf.tensors.filter((t) => t.ne.length > 1 && weights !== 'F32' && t.type !== GgmlType[weights]).map((t) => t.name);

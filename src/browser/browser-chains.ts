@@ -5,8 +5,10 @@
  * with its native WebSocket and proves the join token with the same `hop` handshake as a Node
  * peer (core/peer/direct-handshake.ts). The hop proof needs WebCrypto, which a page has only in
  * a secure context (https, or http on localhost): elsewhere the dial fails, the tab answers the
- * `chain` with `route_unavailable` and that link goes through the head as well.
+ * `chain` with `route_unavailable` and that link goes through the head as well. Concurrent
+ * sessions' chained steps run batched (core/mesh/batched-chain-runs.ts), as on a Node peer.
  */
+import { batchedChainRuns } from '../core/mesh/batched-chain-runs.ts';
 import { peerChains, type PeerChains } from '../core/peer/peer-chains.ts';
 import type { DialledLink } from '../core/peer/direct-handshake.ts';
 import type { ShardService } from '../core/runtime/shard-service.ts';
@@ -33,5 +35,5 @@ export function dialFromTab(url: string, timeoutMs = 10_000): Promise<DialledLin
 }
 
 export function tabChains(shard: ShardService, peerId: string, joinToken: string | undefined): PeerChains {
-  return peerChains({ shard, peerId, joinToken, dial: (url) => dialFromTab(url) });
+  return peerChains({ shard, peerId, joinToken, dial: (url) => dialFromTab(url), run: batchedChainRuns(shard).run });
 }

@@ -14,6 +14,8 @@ import { loadHeadRunner, loadShardExecutor, type OrtLoaderOptions } from '../cor
 import type { KvMode } from '../core/runtime/ort-shard-executor.ts';
 import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
 import { inProcessRoute } from '../core/mesh/static-route.ts';
+import { buildShardArtifact } from '../core/model/shard-artifact.ts';
+import type { AttentionKind } from '../core/model/shard-graph.ts';
 import { getShardArtifact } from './artifact-cache.ts';
 import { createFileByteSource } from './file-byte-source.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
@@ -54,6 +56,8 @@ export interface PipelineOptions {
   readonly prefixBudgetBytes?: number;
   /** Batched decode across sessions on the in-process route (default true). */
   readonly batching?: boolean;
+  /** 'in-place': layer graphs attend from plain ops over the past in place where a layer allows (built in memory, not cached; for tests and benches). Default: GroupQueryAttention, what artifacts hold. */
+  readonly attention?: AttentionKind;
 }
 
 export interface LoadedPipeline extends LocalPipeline {
@@ -74,8 +78,11 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
   const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, headLoader);
   const stages: PipelineStage[] = [];
   for (const range of options.ranges) {
-    const { artifact } = await getShardArtifact(checkpoint, key, { kind: 'layers', range }, options.dtype, weights);
-    const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
+    const part = { kind: 'layers', range } as const;
+    const inMemory = options.attention === 'in-place';
+    const artifact = inMemory ? buildShardArtifact(checkpoint.config, checkpoint.tensors, key, part, options.dtype, weights, 'in-place') : (await getShardArtifact(checkpoint, key, part, options.dtype, weights)).artifact;
+    const { weights: _cached, ...packedInMemory } = loader;
+    const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, inMemory ? packedInMemory : loader);
     stages.push({ executor, kv: new KvStore(executor.kvOps, Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }
   const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes, { batching: options.batching, prefixBudgetBytes: options.prefixBudgetBytes });

@@ -3,10 +3,11 @@
  * pinned on hand-worked blocks, the quantizers' error within each format's bound, the q/k
  * row permutation shown to turn HF's rotate-half rotary into llama.cpp's interleaved one,
  * and written files read back — metadata, tensor names, shapes, types, offsets, alignment
- * and data — on tied and untied fixtures in F32, Q8_0 and Q4_0. (`npm run bench:llama-check`
+ * and data — on tied and untied fixtures in F32, Q8_0 and Q4_0; and the gemma3 writer (names,
+ * metadata, norms shifted by +1). (`npm run bench:llama-check`
  * runs the files in llama.cpp itself and compares tokens and logits with meshnet.)
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ropeInverseFrequencies } from '../../src/core/model/rope.ts';
@@ -15,6 +16,9 @@ import { GgmlType, GgufValueType } from '../../bench/gguf/gguf-format.ts';
 import { GgufFormatError, readGguf } from '../../bench/gguf/gguf-reader.ts';
 import { llamaCppTensorName, permuteRotaryRows, writeLlamaGguf, type GgufWeights } from '../../bench/gguf/llama-gguf.ts';
 import { mulberry32 } from '../fixtures/checkpoints.ts';
+import { buildGemmaCheckpointFiles } from '../fixtures/gemma-checkpoints.ts';
+import { gemma3TensorName, writeGemma3Gguf } from '../../bench/gguf/gemma3-gguf.ts';
+import { openLocalModel } from '../../src/node/local-model.ts';
 import { fixtureModel, tempDir } from '../engine/harness.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
 
@@ -242,5 +246,47 @@ describe('readGguf', () => {
     await expect(bad('v2.gguf', v2)).rejects.toThrow(/version 2/);
     await expect(bad('header.gguf', good.subarray(0, 200))).rejects.toThrow(/past the end/);
     await expect(bad('data.gguf', good.subarray(0, good.byteLength - 100))).rejects.toThrow(/ends past the end of the file/);
+  });
+});
+
+describe('writeGemma3Gguf', () => {
+  let temp: Awaited<ReturnType<typeof tempDir>>;
+  beforeAll(async () => {
+    temp = await tempDir('gguf-gemma3');
+  });
+  afterAll(async () => temp?.remove());
+
+  it("a Gemma3ForCausalLM checkpoint as llama.cpp's gemma3: metadata, gguf-py names, norms shifted by +1, no q/k permutation", async () => {
+    const dir = path.join(temp.dir, 'gemma3');
+    await mkdir(dir, { recursive: true });
+    for (const [file, content] of buildGemmaCheckpointFiles({ version: 3, dtype: 'F32', tied: true, seed: 9, numLayers: 2, slidingWindow: 4 })) await writeFile(path.join(dir, file), content);
+    const { checkpoint } = await openLocalModel(dir);
+    const config = checkpoint.config;
+    const out = path.join(temp.dir, 'gemma3.gguf');
+    await writeGemma3Gguf(dir, out, 'F32');
+    const file = await readGguf(out);
+    const meta = Object.fromEntries(file.metadata);
+    expect(meta).toMatchObject({
+      'general.architecture': 'gemma3',
+      'gemma3.block_count': 2,
+      'gemma3.embedding_length': config.hiddenSize,
+      'gemma3.attention.head_count': config.numHeads,
+      'gemma3.attention.head_count_kv': config.numKvHeads,
+      'gemma3.attention.key_length': config.headDim, // 32, not hidden / heads (16)
+      'gemma3.attention.sliding_window': 4,
+      'gemma3.rope.freq_base': config.rope.theta,
+    });
+    const expected = ['token_embd.weight', 'output_norm.weight'];
+    const parts = ['attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'attn_q_norm', 'attn_k_norm', 'post_attention_norm', 'ffn_norm', 'post_ffw_norm', 'ffn_gate', 'ffn_up', 'ffn_down'];
+    for (let l = 0; l < 2; l++) for (const part of parts) expected.push(`blk.${l}.${part}.weight`);
+    expect(file.tensors.map((t) => t.name).sort()).toEqual(expected.sort());
+    for (const [hf] of checkpoint.tensors) {
+      const name = gemma3TensorName(hf)!;
+      const source = await checkpoint.readTensor(hf);
+      const back = decodeGgml(await file.readTensor(name), file.tensors.find((t) => t.name === name)!.type);
+      const shift = hf.endsWith('norm.weight') ? 1 : 0; // q/k norms too: Gemma3RMSNorm is (1 + w) there as well
+      expect(back.every((v, i) => v === Math.fround(source[i] + shift)), name).toBe(true);
+    }
+    await expect(writeGemma3Gguf(path.resolve(import.meta.dirname, '../fixtures/models/stories260k'), path.join(temp.dir, 'x.gguf'), 'F32')).rejects.toThrow(/Gemma3ForCausalLM.*LlamaForCausalLM/);
   });
 });

@@ -1,6 +1,7 @@
 /**
  * Gemma over the mesh in real Chromium: a Gemma 2 checkpoint (attention and final softcaps,
- * window 3) served by a WebGPU tab alone, and a Gemma 3 checkpoint (window 3, local and global
+ * window 3) served by a WebGPU tab alone, 110 tokens, its windowed layers' GPU-held KV trimmed
+ * on the device (their bytes asserted from the tab's stats mid-stream), and a Gemma 3 checkpoint (window 3, local and global
  * layers) split over a Node peer and a wasm tab. Each greedy completion through
  * the OpenAI API runs past the window and equals the pure-TypeScript reference's tokens.
  */
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { expect, test } from '@playwright/test';
 import OpenAI from 'openai';
 import { openCheckpoint } from '../../src/core/model/checkpoint.ts';
+import { replaceWindowPositions } from '../../src/core/runtime/kv-state.ts';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { serveHead, type ServingHead } from '../../src/node/serve/serve-head.ts';
@@ -60,17 +62,42 @@ const WEBGPU_CASES: Record<string, GemmaCheckpointOptions> = {
   'gemma2 (softcaps)': { version: 2, dtype: 'F32', tied: true, seed: 123, slidingWindow: 3, attnLogitSoftcapping: 2, finalLogitSoftcapping: 5 },
 };
 
-for (const [name, options] of Object.entries(WEBGPU_CASES)) test(`${name} in a tab on webgpu: greedy past the window equals the reference`, async ({ page }) => {
-  const { dir, ids } = await prepare(`${name.replace(/\W+/g, '-')}-webgpu`, options, 12);
+/** KV bytes per position per layer of the WebGPU case (K and V, 2 KV heads × head 32, fp32). */
+const KV_BYTES_PER_POSITION = 2 * 2 * 32 * 4;
+const WEBGPU_TOKENS = 110;
+
+for (const [name, options] of Object.entries(WEBGPU_CASES)) test(`${name} in a tab on webgpu: greedy past the window equals the reference; the windowed layers' GPU KV stays bounded`, async ({ page }) => {
+  const { dir, ids } = await prepare(`${name.replace(/\W+/g, '-')}-webgpu`, options, WEBGPU_TOKENS);
+  expect(ids.length).toBe(WEBGPU_TOKENS);
   const serving = await head(dir);
   try {
     await joinTab(page, serving, 'autojoin=1&device=webgpu');
     await expect(page.locator('#state')).toHaveText('connected');
     const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
-    const reply = await client.completions.create({ model: serving.modelId, prompt: PROMPT, max_tokens: 12, temperature: 0 });
+    const stream = await client.completions.create({ model: serving.modelId, prompt: PROMPT, max_tokens: WEBGPU_TOKENS, temperature: 0, stream: true });
+    let text = '';
+    let chunks = 0;
+    let kvBytes = -1;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.text ?? '';
+      // Mid-stream, the tab's live KV: layers 1 and 3 (global) hold every position, 0 and 2
+      // (window 3) at most replaceWindowPositions(3) = 66 — without the trim they would hold all.
+      if (++chunks === WEBGPU_TOKENS - 10) {
+        const tab = serving.head.mesh.peers.find((p) => p.ranges.length > 0); // the tab (the head holds no layers)
+        if (!tab) throw new Error('no peer holds layers');
+        const stats = await tab.link.control({ kind: 'stats', kvEntries: 0, kvBytes: 0, kvBudgetBytes: 0, tokensServed: 0, framesServed: 0 }, AbortSignal.timeout(10_000));
+        if (stats.kind === 'stats') kvBytes = stats.kvBytes;
+      }
+    }
     await expect(page.locator('#provider')).toHaveText('webgpu');
     const tokenizer = await loadTokenizer(dir);
-    expect(reply.choices[0].text).toBe(tokenizer.decode(ids));
+    expect(text).toBe(tokenizer.decode(ids));
+    // Positions held when asked: at least the chunks seen so far (and the prompt), at most the whole sequence.
+    const least = PROMPT.length + WEBGPU_TOKENS - 11;
+    const most = PROMPT.length + WEBGPU_TOKENS;
+    expect(kvBytes).toBeGreaterThanOrEqual(2 * KV_BYTES_PER_POSITION * (least + 3)); // global layers, and the windowed ones' window
+    expect(kvBytes).toBeLessThanOrEqual(2 * KV_BYTES_PER_POSITION * (most + replaceWindowPositions(3)));
+    expect(kvBytes).toBeLessThan(4 * KV_BYTES_PER_POSITION * least); // every layer holding every position
   } finally {
     await serving.close();
   }

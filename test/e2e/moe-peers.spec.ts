@@ -67,6 +67,15 @@ function head(dir: string): Promise<ServingHead> {
 
 const PROMPT = [1, 17, 42, 99, 5];
 
+/** Joined is not yet routed: until a range answered its warm-up frame (#27) a request finds no route (503). */
+async function routeWarm(serving: ServingHead): Promise<void> {
+  const by = Date.now() + 60_000;
+  while (!serving.head.mesh.routeReady()) {
+    if (Date.now() > by) throw new Error('the route did not warm up within 60 s');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 // wasm in a tab is the gpt-oss case below; Qwen3-MoE runs on WebGPU here.
 for (const device of ['webgpu'] as const) {
   test(`qwen3-moe in a tab on ${device}: greedy equals the reference`, async ({ page }) => {
@@ -75,6 +84,7 @@ for (const device of ['webgpu'] as const) {
     try {
       await joinTab(page, serving, `autojoin=1&device=${device}`);
       await expect(page.locator('#state')).toHaveText('connected');
+      await routeWarm(serving);
       const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
       const reply = await client.completions.create({ model: serving.modelId, prompt: PROMPT, max_tokens: 12, temperature: 0 });
       await expect(page.locator('#provider')).toHaveText(device);
@@ -94,6 +104,7 @@ test('gpt-oss (MXFP4 experts) over a Node peer and a wasm tab: greedy equals the
     await waitForPeers(serving, 1);
     await joinTab(page, serving, 'autojoin=1&device=wasm&peer-id=local-2');
     await waitForPeers(serving, 2);
+    await routeWarm(serving);
     const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
     const reply = await client.completions.create({ model: serving.modelId, prompt: PROMPT, max_tokens: 12, temperature: 0 });
     const tokenizer = await loadTokenizer(dir);

@@ -3,6 +3,8 @@
  * behind real ChainForwarders, joined by in-process outlets and ports (InProcessChains), a
  * real Mesh; each peer may be wrapped (a FaultyPeer) and its head link counts star frames.
  */
+import { batchedChainRuns, type BatchedChainRuns } from '../../src/core/mesh/batched-chain-runs.ts';
+import type { BatchingStats } from '../../src/core/mesh/batching-link.ts';
 import { Mesh, type MeshOptions } from '../../src/core/mesh/mesh.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { ChainForwarder } from '../../src/core/peer/chain-forwarder.ts';
@@ -24,6 +26,8 @@ export interface ChainTestPeer {
   copies: number;
   /** Chain errors it reported to the head. */
   readonly reports: string[];
+  /** With `batched`: its chain frames' batching counts. */
+  readonly batching?: () => BatchingStats;
 }
 
 export interface ChainTestMesh {
@@ -33,17 +37,28 @@ export interface ChainTestMesh {
   readonly peers: Map<string, ChainTestPeer>;
 }
 
-/** `n` in-process peers p1…pn that run chained routes; `wrap` puts a double between a forwarder and its shard. */
-export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}): ChainTestMesh {
+/**
+ * `n` in-process peers p1…pn that run chained routes; `wrap` puts a double between a forwarder
+ * and its shard; `batched`: each peer runs its chain frames through batchedChainRuns, as
+ * Node peers and tabs do.
+ */
+export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}, batched = false): ChainTestMesh {
   const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weightSpec('fp32')), { headLayers: 'none', warmUpFrames: false, ...options }); // no warm-up frames: these tests count star frames
-  const chains = new InProcessChains();
+  const runs = new Map<ShardService, BatchedChainRuns>();
+  const chains = new InProcessChains(batched ? (service) => {
+    const r = batchedChainRuns(service);
+    runs.set(service, r);
+    return r.run;
+  } : undefined);
   const peers = new Map<string, ChainTestPeer>();
   for (let i = 1; i <= n; i++) {
     const id = `p${i}`;
     const shard = createPeer(ctx);
-    const { forwarder, port } = chains.join(id, wrap?.(id, shard) ?? shard);
+    const service = wrap?.(id, shard) ?? shard;
+    const { forwarder, port } = chains.join(id, service);
     const link = new CountingLink(new InProcessLink(forwarder));
-    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, reports: [] };
+    const r = runs.get(service);
+    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, reports: [], ...(r && { batching: () => r.stats }) };
     port.listen({ copy: () => peer.copies++, report: (e) => peer.reports.push(`${e.code}: ${e.message}`) });
     peers.set(id, peer);
     mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: true } });

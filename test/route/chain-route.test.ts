@@ -64,6 +64,28 @@ describe('a chained route gives the one-process answer', () => {
     for (const p of t.peers.values()) expect([p.shard.kvEntries, p.forwarder.table.size]).toEqual([0, 0]);
   });
 
+  for (const speculate of ['off', 'ngram'] as const) {
+    it(`four sessions at once on a batched chain, speculation ${speculate}: steps run batched at every hop, each gives the one-process answer`, async () => {
+      const t = chainMesh(stories.ctx, 3, undefined, {}, true);
+      const sessions = Array.from({ length: 4 }, () => openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain' }, PROMPT, speculate));
+      const answers = await Promise.all(sessions.map((s) => collect(s)));
+      for (const { ids } of answers) expect(ids).toEqual(stories.expected);
+      expect(sessions.flatMap((s) => s.telemetry.repairs)).toEqual([]);
+      expect([...t.peers.values()].flatMap((p) => p.reports)).toEqual([]);
+      expect(starFrames(t)).toEqual([0, 0, 0]);
+      // Every hop ran some steps of several sessions as one batched run, and copied each session's output on its own.
+      for (const p of t.peers.values()) {
+        const stats = p.batching!();
+        expect(stats.batches).toBeGreaterThan(0);
+        expect(stats.batchedEntries).toBeGreaterThan(stats.batches);
+        expect(p.copies).toBe(sessions.reduce((n, s) => n + s.telemetry.hops[0].frames, 0));
+      }
+      if (speculate === 'ngram') expect(sessions.some((s) => s.telemetry.speculation!.drafted > 0)).toBe(true);
+      await Promise.all(sessions.map((s) => s.closed));
+      for (const p of t.peers.values()) expect([p.shard.kvEntries, p.forwarder.table.size]).toEqual([0, 0]);
+    });
+  }
+
   it('star mode sends no chain frame and gives the same tokens', async () => {
     const t = chainMesh(stories.ctx, 3);
     const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'star' }, PROMPT);

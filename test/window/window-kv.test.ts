@@ -5,7 +5,8 @@
  * batched decode equals alone, and a rollback behind what a window still holds is a cache miss.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KV_BLOCK_POSITIONS } from '../../src/core/runtime/kv-state.ts';
+import { KV_BLOCK_POSITIONS, WINDOW_ROLLBACK_SLACK, replaceWindowPositions } from '../../src/core/runtime/kv-state.ts';
+import { loadLocalPipeline } from '../../src/node/local-model.ts';
 import { kvBytesBound, windowKvPositions } from '../../src/core/model/layer-attention.ts';
 import { CacheMissError } from '../../src/core/runtime/shard-executor.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
@@ -67,6 +68,43 @@ describe('windowed KV', () => {
       kv.truncate(695);
       expect(maxAbsDiff(await stepLogits(p, 's', [token(695)], 695), reference([token(695)]))).toBeLessThan(1e-4);
       await expect(stepLogits(p, 's', [token(100)], 100)).rejects.toBeInstanceOf(CacheMissError);
+    } finally {
+      await p.dispose();
+    }
+  });
+
+  it('replace mode (each step returns the whole present, as KV on the GPU does): windowed layers trimmed on the device within the bound, reference logits', async () => {
+    const { config } = gemma.checkpoint;
+    const weights = await referenceWeights(gemma.checkpoint);
+    const all = { start: 0, end: config.numLayers };
+    const p = await loadLocalPipeline(gemma, { ranges: [all], device: 'cpu', dtype: 'fp32', threads: 1, kvMode: 'replace' });
+    try {
+      expect((p.stages[0].executor as unknown as { kvMode: string }).kvMode).toBe('replace');
+      const kv = new ReferenceKvCache();
+      const reference = (ids: number[]) => referenceHead(config, weights, referenceLayers(config, weights, referenceEmbed(config, weights, ids), all, kv).at(-1)!);
+      const prompt = Array.from({ length: 300 }, (_, i) => token(i));
+      expect(maxAbsDiff(await stepLogits(p, 'r', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
+      const state = p.stages[0].kv.acquire('r', all);
+      const bound = replaceWindowPositions(WINDOW); // window - 1 + 64, within the pool's window - 1 + 256
+      expect(bound).toBeLessThan(windowKvPositions(WINDOW, KV_BLOCK_POSITIONS));
+      // The 300-position prefill passed the bound: the windowed layers were trimmed at once.
+      expect(state.offsetOf(0)).toBe(300 - (WINDOW - 1 + WINDOW_ROLLBACK_SLACK));
+      expect(state.capacityOf(0)).toBe(WINDOW - 1 + WINDOW_ROLLBACK_SLACK);
+      let trims = 0;
+      for (let at = 300; at < 620; at++) {
+        const before = state.offsetOf(0);
+        const logits = await stepLogits(p, 'r', [token(at)], at);
+        const expected = reference([token(at)]);
+        if (at % 20 === 0 || at === 619 || state.offsetOf(0) !== before) expect(maxAbsDiff(logits, expected), `position ${at}`).toBeLessThan(1e-4);
+        if (state.offsetOf(0) !== before) trims++;
+        for (const l of [0, 2]) expect((state.past(l)!.key as { dims: readonly number[] }).dims[2]).toBeLessThanOrEqual(bound);
+        for (const l of [1, 3]) expect((state.past(l)!.key as { dims: readonly number[] }).dims[2]).toBe(at + 1);
+      }
+      expect(trims).toBe(9); // 36 held positions grow past the bound (68) every 33 steps: 9 times in 320
+      // A short rollback is served from what the window holds; one behind it is a cache miss.
+      kv.truncate(615);
+      expect(maxAbsDiff(await stepLogits(p, 'r', [token(615)], 615), reference([token(615)]))).toBeLessThan(1e-4);
+      await expect(stepLogits(p, 'r', [token(100)], 100)).rejects.toBeInstanceOf(CacheMissError);
     } finally {
       await p.dispose();
     }

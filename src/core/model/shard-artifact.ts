@@ -9,7 +9,7 @@ import type { ByteSource } from './byte-source.ts';
 import { buildEmbeddingGraph, buildHeadGraph } from './head-graphs.ts';
 import { serializeModel } from './onnx/onnx-model.ts';
 import { weightSpecName, type WeightSpec } from './quant/weight-format.ts';
-import { buildShardGraph } from './shard-graph.ts';
+import { buildShardGraph, type AttentionKind } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
 import { windowedLayers, type KvWindow } from './layer-attention.ts';
 import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
@@ -65,11 +65,11 @@ export function partName(part: ShardPart, dtype: ActivationDtype, weights: Weigh
   return `${base}-${dtype}-${weightSpecName(weights)}`;
 }
 
-function planPart(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocation>, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec) {
+function planPart(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocation>, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec, attention?: AttentionKind) {
   const plan = planWeights(config, tensors, weights, dtype, WEIGHTS_FILE);
   const graph =
     part.kind === 'layers'
-      ? buildShardGraph(config, part.range, dtype, plan.weights)
+      ? buildShardGraph(config, part.range, dtype, plan.weights, attention)
       : part.kind === 'embedding'
         ? buildEmbeddingGraph(config, dtype, plan.weights)
         : buildHeadGraph(config, dtype, plan.weights);
@@ -87,7 +87,11 @@ export function partWeightBytes(config: ModelConfig, tensors: ReadonlyMap<string
   return planPart(config, tensors, part, dtype, weights).plan.length();
 }
 
-/** Build the graph and weight manifest of one part. Pure: reads no weight bytes. */
+/**
+ * Build the graph and weight manifest of one part. Pure: reads no weight bytes. `attention`
+ * other than the default (GroupQueryAttention) builds a graph that is never cached or served:
+ * for tests and benches (see AttentionKind).
+ */
 export function buildShardArtifact(
   config: ModelConfig,
   tensors: ReadonlyMap<string, TensorLocation>,
@@ -95,8 +99,9 @@ export function buildShardArtifact(
   part: ShardPart,
   dtype: ActivationDtype,
   weights: WeightSpec,
+  attention?: AttentionKind,
 ): ShardArtifact {
-  const { plan, graph } = planPart(config, tensors, part, dtype, weights);
+  const { plan, graph } = planPart(config, tensors, part, dtype, weights, attention);
   return {
     manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments(), ...windowOf(config, part) },
     graph: serializeModel(graph),

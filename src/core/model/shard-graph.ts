@@ -37,10 +37,12 @@ import { layerAttention, windowedLayers } from './layer-attention.ts';
 import { geluTanh, plusOne } from './gemma/gemma-graph.ts';
 import { emitSparseMlp } from './moe/moe-graph.ts';
 import { gptOssAttention } from './moe/gpt-oss-graph.ts';
+import { gptOssLayerNames } from './moe/gpt-oss-names.ts';
 import { float32ToFloat16Bytes } from './dtype.ts';
 import type { GraphWeights } from './weight-plan.ts';
 import { rotaryPositions } from './generation-limits.ts';
 import type { ActivationDtype } from './activations.ts';
+import { emitInPlaceAttention, inPlaceAttention, InPlaceMasks } from './in-place-attention.ts';
 
 export const SHARD_INPUT_HIDDEN = 'hidden_states';
 export const SHARD_OUTPUT_HIDDEN = 'hidden_states_out';
@@ -52,14 +54,21 @@ export const presentValueName = (layer: number) => `present.${layer}.value`;
 export const SHARD_INPUT_SEQLENS_K = 'seqlens_k';
 /** The longest entry's past length + seq ([] int32, GroupQueryAttention's total_sequence_length). */
 export const SHARD_INPUT_TOTAL_LENGTH = 'total_sequence_length';
-/** Each fed position's index ([B, seq] int64, for rotary). */
+/** Each fed position's index ([B, seq] int64, for rotary; an in-place layer reads each entry's past length from its first). */
 export const SHARD_INPUT_POSITION_IDS = 'position_ids';
+/** Past positions the in-place layers' `present.*` keep ([1] int64): the past length where present is fetched (replace mode), else 0. Graphs with in-place layers only. */
+export const SHARD_INPUT_PRESENT_HELD = 'present_held';
 
-/** The sequence inputs of a run whose entries hold `pasts[b]` positions and each feed `seq`. */
-export function sequenceInputs(pasts: readonly number[], seq: number): { seqlensK: Int32Array; total: Int32Array; positionIds: BigInt64Array } {
+/**
+ * The sequence inputs of a run whose entries hold `pasts[b]` positions and each feed `seq`
+ * rows, of which `fed[b]` (default all) are real: an in-place graph's batch pads shorter
+ * entries, whose padding rows repeat their last real position (computed, never read).
+ */
+export function sequenceInputs(pasts: readonly number[], seq: number, fed?: readonly number[]): { seqlensK: Int32Array; total: Int32Array; positionIds: BigInt64Array } {
+  const real = (b: number) => fed?.[b] ?? seq;
   const positionIds = new BigInt64Array(pasts.length * seq);
-  for (let b = 0; b < pasts.length; b++) for (let i = 0; i < seq; i++) positionIds[b * seq + i] = BigInt(pasts[b]! + i);
-  return { seqlensK: Int32Array.from(pasts, (p) => p + seq - 1), total: Int32Array.of(Math.max(...pasts) + seq), positionIds };
+  for (let b = 0; b < pasts.length; b++) for (let i = 0; i < seq; i++) positionIds[b * seq + i] = BigInt(pasts[b]! + Math.min(i, real(b) - 1));
+  return { seqlensK: Int32Array.from(pasts, (p, b) => p + real(b) - 1), total: Int32Array.of(Math.max(...pasts.map((p, b) => p + real(b)))), positionIds };
 }
 /** seqlens_k of the sliding-window layers, from the positions their past holds ([B] int32). */
 export const SHARD_INPUT_SEQLENS_K_WINDOW = 'seqlens_k_window';
@@ -79,11 +88,22 @@ export function floatInitializer(name: string, dims: number[], values: Float32Ar
 }
 
 
+/**
+ * How the layers attend: GroupQueryAttention everywhere (default, what artifacts hold), or
+ * plain ops reading the past in place where a layer allows (model/in-place-attention.ts; built
+ * in memory for tests and benches). Issue 24 measured the two (bench/kv-step.ts, its note):
+ * in place is not faster on onnxruntime-node's CPU provider at these shapes (+8% CPU per
+ * step at 32 positions, equal at 2,048: its ~27 more nodes a layer cost what GQA's copy of
+ * the past does), faster on wasm only at long contexts; so GQA stays the default.
+ */
+export type AttentionKind = 'in-place' | 'gqa';
+
 export function buildShardGraph(
   config: ModelConfig,
   range: LayerRange,
   dtype: ActivationDtype,
   weights: GraphWeights,
+  attention: AttentionKind = 'gqa',
 ): OnnxGraph {
   if (!(range.start >= 0 && range.end <= config.numLayers && range.start < range.end)) {
     throw new RangeError(`layer range [${range.start}, ${range.end}) is not inside [0, ${config.numLayers})`);
@@ -96,6 +116,9 @@ export function buildShardGraph(
   const seqlensK = g.input(SHARD_INPUT_SEQLENS_K, OnnxType.INT32, ['batch']);
   const totalScalar = g.input(SHARD_INPUT_TOTAL_LENGTH, OnnxType.INT32, []);
   const positionIds = g.input(SHARD_INPUT_POSITION_IDS, OnnxType.INT64, ['batch', 'sequence']);
+  // In place only when every layer can (then a batch may mix entries of different lengths): else GroupQueryAttention throughout.
+  const inPlace = attention === 'in-place' && allInPlace(config, range, dtype);
+  const presentHeld = inPlace ? g.input(SHARD_INPUT_PRESENT_HELD, OnnxType.INT64, [1]) : undefined;
   const windowed = new Set(windowedLayers(config, range)?.layers ?? []);
   const window =
     windowed.size > 0
@@ -113,7 +136,7 @@ export function buildShardGraph(
   // (about 4 Unsqueeze/Reshape nodes a layer fewer); Gemm needs the 2-D [B*seq, H].
   const batched = weights.batchedLinears;
   const residual = batched ? input : g.op1('Reshape', [input, g.int64([-1, H])]); // [B, seq, H] or [B*seq, H]
-  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true, ...(window ? { window } : {}) });
+  const out = appendDecoderLayers(g, config, range, dtype, weights, { residual, batched, positionIds, seqlensK, totalScalar, rows, newKv: true, attention: inPlace ? 'in-place' : 'gqa', ...(presentHeld ? { presentHeld } : {}), ...(window ? { window } : {}) });
   if (batched) g.op1('Identity', [out], {}, { output: SHARD_OUTPUT_HIDDEN });
   else g.op1('Reshape', [out, g.op1('Concat', [rows, g.int64([H])], { axis: 0 })], {}, { output: SHARD_OUTPUT_HIDDEN });
   g.output(SHARD_OUTPUT_HIDDEN, t, ['batch', 'sequence', H]);
@@ -141,6 +164,22 @@ export interface DecoderSequence {
   readonly window?: { readonly seqlensK: string; readonly totalScalar: string };
   /** Name each layer's new K (after rotary) and V `new.{l}.key` / `new.{l}.value` [B, seq, kvH*D], for graph outputs. */
   readonly newKv?: boolean;
+  /** Default 'gqa' (see AttentionKind); 'in-place' layers take `presentHeld` when given. */
+  readonly attention?: AttentionKind;
+  /** [1] int64 input SHARD_INPUT_PRESENT_HELD; absent: a complete-model export, whose present keeps the whole past. */
+  readonly presentHeld?: string;
+}
+
+/** Whether layer `l` attends in place (plain ops) in a graph of `dtype`. */
+function layerInPlace(config: ModelConfig, l: number, dtype: ActivationDtype): boolean {
+  return inPlaceAttention(layerAttention(config, l), dtype, gptOssLayerNames(config, l) !== undefined);
+}
+
+
+/** Whether every layer of `range` attends in place (then a batch may mix entries of different lengths, padded). */
+export function allInPlace(config: ModelConfig, range: LayerRange, dtype: ActivationDtype): boolean {
+  for (let l = range.start; l < range.end; l++) if (!layerInPlace(config, l, dtype)) return false;
+  return true;
 }
 
 /**
@@ -186,6 +225,8 @@ export function appendDecoderLayers(
     ? g.op1('Add', [positionIds, g.op1('Mul', [g.op1('Unsqueeze', [g.op1('Cast', [g.op1('Greater', [seqlensK, g.int32([longrope.originalMaxPositionEmbeddings - 1])])], { to: OnnxType.INT64 }), g.int64([1])]), g.int64([rotaryPositions(config)])])])
     : positionIds;
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
+  const inPlace = sequence.attention === 'in-place';
+  const masks = new InPlaceMasks(g, positionIds, sequence.presentHeld);
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
     const attention = layerAttention(config, l);
@@ -237,10 +278,10 @@ export function appendDecoderLayers(
     const newKey = rotary(k, numKvHeads, sequence.newKv ? newKeyName(l) : undefined);
     const newValue = valueOutput !== undefined && v === valueOutput ? v : batched(v, numKvHeads, sequence.newKv ? newValueName(l) : undefined);
     // local_window_size is Hugging Face's window (checked against the reference: it counts the query's own position).
-    const [attended] = g.op(
+    const groupQueryAttention = (query: string) => g.op(
       'GroupQueryAttention',
       [
-        rotary(q, numHeads), newKey, newValue, pastKeyName(l), pastValueName(l),
+        query, newKey, newValue, pastKeyName(l), pastValueName(l),
         ...(attention.window !== undefined && sequence.window ? [sequence.window.seqlensK, sequence.window.totalScalar] : [seqlensK, totalScalar]),
         ...(extra.sinks ? ['', '', '', '', extra.sinks] : []),
       ],
@@ -252,7 +293,13 @@ export function appendDecoderLayers(
         ...(attention.softcap !== undefined ? { softcap: { float: attention.softcap } } : {}),
       },
       { domain: 'com.microsoft', outputs: ['attention_' + l, presentKeyName(l), presentValueName(l)] },
-    );
+    )[0];
+    const query = rotary(q, numHeads);
+    const attended = inPlace && inPlaceAttention(attention, dtype, extra.sinks !== undefined)
+      ? emitInPlaceAttention(g, { numHeads, numKvHeads, headDim: D, scale: attention.scale }, masks, {
+          q: query, newKey, newValue, pastKey: pastKeyName(l), pastValue: pastValueName(l), output: 'attention_' + l, presentKey: presentKeyName(l), presentValue: presentValueName(l),
+        })
+      : groupQueryAttention(query);
     const attnOut = linear(batchedStream ? attended : g.op1('Reshape', [attended, g.int64([-1, numHeads * D])]), names.oProj, extra.oBias);
 
     // Gemma norms the attention output itself, then again before the MLP (pre_feedforward).

@@ -11,7 +11,7 @@
  * refusal or failure is reported to the head (`error`, id `chain`, with session and request id)
  * and nothing is forwarded. Every frame of one session on one range — chained or star — runs
  * in arrival order, one at a time, so pipelined chunks and a head's repair frame never
- * interleave on the KV.
+ * interleave on the KV; different sessions' steps may run as one batch (`run`).
  */
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
@@ -32,6 +32,11 @@ export interface ChainForwarderOptions {
   readonly dialer: HopDialer;
   /** Where copies and reports go: the head's link. */
   readonly head: ChainListener;
+  /**
+   * How a chain frame runs on the shard (default `peer.handleFrame`, one at a time per
+   * session); core/mesh/batched-chain-runs.ts folds concurrent sessions' steps into batches.
+   */
+  readonly run?: (bytes: Uint8Array) => Promise<FrameReply>;
 }
 
 export class ChainForwarder implements ShardService {
@@ -95,7 +100,7 @@ export class ChainForwarder implements ShardService {
     const to = entry.to;
     return this.enqueue(keyOf(sessionId, frame.range), async () => {
       bytes[FRAME_OFFSETS.kind] = startPosition === 0 ? FRAME_KIND_CODES.prefill : FRAME_KIND_CODES.decode;
-      const reply = await this.options.peer.handleFrame(bytes);
+      const reply = await (this.options.run ?? ((b: Uint8Array) => this.options.peer.handleFrame(b)))(bytes);
       if ('error' in reply) return this.options.head.report({ ...reply.error, id: CHAIN_REPORT_ID, sessionId, requestId });
       const out = reply.frame;
       if (to) {

@@ -11,7 +11,7 @@
 import type { ErrorMessage } from '../../shared/control.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import type { ChainListener, ChainPort, HopDialer, HopOutlet } from '../runtime/chain-port.ts';
-import type { ShardService } from '../runtime/shard-service.ts';
+import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 import { ChainForwarder } from './chain-forwarder.ts';
 import { HEAD_SENDER } from './chain-table.ts';
 
@@ -43,6 +43,9 @@ export class InProcessChains {
   private readonly forwarders = new Map<string, ChainForwarder>();
   private readonly ports = new Map<string, InProcessChainPort>();
 
+  /** `runs`: how each joining peer runs its chain frames (ChainForwarderOptions.run; default one by one). */
+  constructor(private readonly runs?: (service: ShardService) => (bytes: Uint8Array) => Promise<FrameReply>) {}
+
   /**
    * `service` joins under `peerId`: returns its forwarder (the ShardService the head's link
    * should reach) and the head's port on it.
@@ -50,7 +53,8 @@ export class InProcessChains {
   join(peerId: string, service: ShardService): { forwarder: ChainForwarder; port: ChainPort } {
     if (this.forwarders.has(peerId)) throw new Error(`peer ${peerId} joined twice`);
     const port = new InProcessChainPort(() => this.forwarders.get(peerId));
-    const forwarder = new ChainForwarder({ peer: service, peerId, dialer: this.dialerFor(peerId), head: port });
+    const run = this.runs?.(service);
+    const forwarder = new ChainForwarder({ peer: service, peerId, dialer: this.dialerFor(peerId), head: port, ...(run && { run }) });
     this.forwarders.set(peerId, forwarder);
     this.ports.set(peerId, port);
     return { forwarder, port };

@@ -8,7 +8,7 @@
  * is the caller's (`dial`: Node's client, or the tab's native WebSocket).
  */
 import type { HopDialer, HopOutlet } from '../runtime/chain-port.ts';
-import type { ShardService } from '../runtime/shard-service.ts';
+import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 import { ChainForwarder } from './chain-forwarder.ts';
 import { authenticateDialled, urlWithoutQuery, type DialledLink } from './direct-handshake.ts';
 import type { EndpointChain, PeerEndpoint } from './peer-endpoint.ts';
@@ -19,6 +19,8 @@ export interface PeerChainsOptions {
   readonly joinToken: string | undefined;
   /** Open a WebSocket to `url` (not yet authenticated; rejects when it cannot connect). */
   readonly dial: (url: string) => Promise<DialledLink>;
+  /** How chain frames run on the shard (ChainForwarderOptions.run: batched, or one by one). */
+  readonly run?: (bytes: Uint8Array) => Promise<FrameReply>;
   /** Held before each frame this peer sends another peer (the bench's `--link-delay-ms`). */
   readonly linkDelayMs?: number;
   readonly log?: (line: string) => void;
@@ -73,6 +75,7 @@ export function peerChains(options: PeerChainsOptions): PeerChains {
     peer: options.shard,
     peerId: options.peerId,
     dialer,
+    ...(options.run && { run: options.run }),
     head: { copy: (frame) => head?.sendFrame(frame), report: (error) => head?.send(error) },
   });
   return {

@@ -20,7 +20,10 @@
  * positions are dropped (`offsetOf`), keeping the window less one plus a little slack for a
  * rollback, so their room stays at `windowKvPositions` and their bytes stop growing past the
  * window. Truncating behind what they still hold empties the state (a cache miss: the hop
- * re-prefills). In replace mode (KV on the GPU) they hold everything.
+ * re-prefills). In replace mode (KV on the GPU) each step's present holds their held positions
+ * plus the new ones; once that passes `replaceWindowPositions`, `windowTrim` says which positions to keep
+ * and the executor copies them on the device (its trim graph) into `compactWindow`, so their
+ * memory is bounded the same way.
  */
 import { windowKvPositions, type KvWindow } from '../model/layer-attention.ts';
 import type { LayerRange } from '../model/types.ts';
@@ -62,6 +65,16 @@ export function poolCapacity(needed: number, current: number): number {
 
 /** Positions beyond the window less one that a compacted windowed layer keeps, so a short rollback (speculation) needs no re-prefill. */
 export const WINDOW_ROLLBACK_SLACK = 32;
+
+/**
+ * Most positions a windowed layer holds in replace mode: the window less one plus twice the
+ * rollback slack (within the pool's `windowKvPositions`). Every replace step rebuilds the
+ * present from the past on the device, so fewer held positions make each step cheaper, while a
+ * trim copies only window − 1 + slack positions, once every slack steps.
+ */
+export function replaceWindowPositions(window: number): number {
+  return window - 1 + 2 * WINDOW_ROLLBACK_SLACK;
+}
 
 export class KvState<T> {
   private readonly layers = new Map<number, LayerKv<T>>();
@@ -230,17 +243,56 @@ export class KvState<T> {
     this.assertLive();
     if (length < this.positions) throw new RangeError(`append must not shrink the KV (${this.positions} → ${length})`);
     let room = Infinity;
+    let windowRoom = Infinity;
     for (let layer = this.range.start; layer < this.range.end; layer++) {
       const next = present.get(layer);
       if (!next) throw new RangeError(`present KV for layer ${layer} is missing`);
-      room = Math.min(room, this.ops.capacity(next.key));
+      if (this.windowed.has(layer)) windowRoom = Math.min(windowRoom, this.ops.capacity(next.key));
+      else room = Math.min(room, this.ops.capacity(next.key));
     }
-    if (room < length) throw new RangeError(`present KV holds ${room} positions, expected ${length}`);
-    if (this.dropped > 0) throw new RangeError('append on a compacted window (pool KV) is not possible');
+    if (this.hasFull && room < length) throw new RangeError(`present KV holds ${room} positions, expected ${length}`);
+    // A compacted windowed layer's tensors start at position `dropped`.
+    if (this.windowed.size > 0 && windowRoom < length - this.dropped) throw new RangeError(`windowed present KV holds ${windowRoom} positions, expected ${length - this.dropped}`);
     for (let layer = this.range.start; layer < this.range.end; layer++) this.replace(layer, present.get(layer)!);
-    this.room = room;
-    this.windowRoom = room;
+    this.room = this.hasFull ? room : 0;
+    this.windowRoom = this.windowed.size > 0 ? windowRoom : room;
     this.positions = length;
+  }
+
+  /**
+   * Replace mode: when the windowed layers' tensors hold more than `replaceWindowPositions`, the
+   * positions to keep, [from, this.length) (the window less one plus the rollback slack, as the
+   * pool keeps), and where they sit in those tensors; else undefined.
+   */
+  windowTrim(): { from: number; start: number; end: number } | undefined {
+    if (this.windowed.size === 0 || this.layers.size === 0) return undefined;
+    const window = this.ops.window?.size ?? 0;
+    if (this.windowRoom <= replaceWindowPositions(window)) return undefined;
+    const from = Math.max(this.dropped, this.positions - (window - 1 + WINDOW_ROLLBACK_SLACK));
+    return { from, start: from - this.dropped, end: this.positions - this.dropped };
+  }
+
+  /**
+   * Install the windowed layers' trimmed tensors (what `windowTrim` said to keep: positions
+   * [from, length)); the tensors they replace are disposed.
+   */
+  compactWindow(trimmed: ReadonlyMap<number, LayerKv<T>>, from: number): void {
+    this.assertLive();
+    if (from < this.dropped || from > this.positions) throw new RangeError(`compactWindow(${from}) outside [${this.dropped}, ${this.positions}]`);
+    const held = this.positions - from;
+    for (const layer of this.windowed) {
+      const next = trimmed.get(layer);
+      if (!next) throw new RangeError(`trimmed KV for layer ${layer} is missing`);
+      if (this.ops.capacity(next.key) < held) throw new RangeError(`trimmed KV holds ${this.ops.capacity(next.key)} positions, expected ${held}`);
+    }
+    for (const layer of this.windowed) this.replace(layer, trimmed.get(layer)!);
+    this.dropped = from;
+    this.windowRoom = Math.min(...[...this.windowed].map((layer) => this.ops.capacity(trimmed.get(layer)!.key)));
+  }
+
+  /** The windowed layers of the range (their KV keeps only the window). */
+  get windowedLayers(): readonly number[] {
+    return [...this.windowed];
   }
 
   /** Keep only the first `length` positions: sets the length, never rebuilds (no-op when it holds no more). */

@@ -17,6 +17,7 @@ import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { backoffDelays } from '../../core/route/backoff.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
 import { peerChains, type PeerChains } from '../../core/peer/peer-chains.ts';
+import { batchedChainRuns } from '../../core/mesh/batched-chain-runs.ts';
 import { WorkerShardService } from './worker-shard.ts';
 
 export interface PeerProcessOptions {
@@ -136,7 +137,7 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
   // Chained routes (3.2): the head's links reach the shard through the forwarder.
-  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, dial: (url) => dialSocket(url), linkDelayMs: options.linkDelayMs, log });
+  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, dial: (url) => dialSocket(url), run: batchedChainRuns(shard).run, linkDelayMs: options.linkDelayMs, log });
   let server: RunningServer | undefined;
   let current: HeadConnection | undefined;
   let stopped = false;

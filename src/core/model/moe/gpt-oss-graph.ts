@@ -4,8 +4,8 @@
  *   (softmax over [scores, sink], the sink dropped) and o_proj's bias; the sliding layers'
  *   window is ModelConfig's `slidingWindow` / `slidingLayers` (gpt-oss-config.ts), which
  *   layer-attention.ts turns into `local_window_size` as for every architecture;
- * - the MoE block, routed as moe-graph.ts does (per expert: NonZero → Gather rows → expert →
- *   ScatterND), with gpt-oss's router and experts: logits = x Wᵀ + b, top k of the logits,
+ * - the MoE block, routed as moe-graph.ts does (per chosen expert, behind its If: NonZero →
+ *   Gather rows → expert → ScatterND), with gpt-oss's router and experts: logits = x Wᵀ + b, top k of the logits,
  *   softmax over those k; gate_up = x W_gu + b_gu with gate and up interleaved (even, odd
  *   columns), gate = min(gate, limit), up = clip(up, ±limit), (up + 1) · gate · σ(α · gate),
  *   then down + b_down.
@@ -19,6 +19,7 @@ import type { ModelConfig } from '../types.ts';
 import type { GraphWeights } from '../weight-plan.ts';
 import { gptOssLayerNames } from './gpt-oss-names.ts';
 import { expertFloat, expertMxfp4 } from './gpt-oss-weights.ts';
+import { addIfUsed, expertsUsed } from './expert-gate.ts';
 
 const typeOf = (dtype: ActivationDtype): OnnxTypeCode => (dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT);
 
@@ -57,28 +58,30 @@ export function emitGptOssMoe(g: GraphBuilder, x: string, config: ModelConfig, l
   const negLimit = scalar(g, `l${layer}_swiglu_neg_limit`, -gptOss.swigluLimit, dtype);
   const alpha = scalar(g, `l${layer}_swiglu_alpha`, gptOss.alpha, dtype);
   const one = scalar(g, `l${layer}_one`, 1, dtype);
-  const expertLinear = (xs: string, base: string, bias: string, e: number): string => {
-    const b = g.initializer(expertFloat(weights.packing, bias, e, 'activation').weight);
-    if (gptOss.mxfp4) return emitLinear(g, xs, expertMxfp4(weights.packing, base, e), b);
+  const expertLinear = (b: GraphBuilder, xs: string, base: string, bias: string, e: number): string => {
+    const bi = b.initializer(expertFloat(weights.packing, bias, e, 'activation').weight);
+    if (gptOss.mxfp4) return emitLinear(b, xs, expertMxfp4(weights.packing, base, e), bi);
     const w = expertFloat(weights.packing, base, e, 'weight');
-    const matrix = w.castTo === undefined ? g.initializer(w.weight) : g.op1('Cast', [g.initializer(w.weight)], { to: w.castTo });
-    return g.op1('Gemm', [xs, matrix, b]); // [in, out]: no transposition
+    const matrix = w.castTo === undefined ? b.initializer(w.weight) : b.op1('Cast', [b.initializer(w.weight)], { to: w.castTo });
+    return b.op1('Gemm', [xs, matrix, bi]); // [in, out]: no transposition
   };
 
   const zeros = g.op1('ConstantOfShape', [g.op1('Shape', [tokens])], { value: zero(t) }); // [T, H]
-  let out: string | undefined;
+  const used = expertsUsed(g, routed);
+  let out = zeros;
   for (let e = 0; e < moe.numExperts; e++) {
-    const column = g.int64([e], []);
-    const rows = g.op1('Reshape', [g.op1('NonZero', [g.op1('Gather', [routed, column], { axis: 1 })]), g.int64([-1])]); // [n]
-    const picked = g.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
-    const gateUp = expertLinear(picked, names.gateUp, names.gateUpBias, e); // [n, 2I], interleaved
-    const gate = g.op1('Min', [g.op1('Slice', [gateUp, g.int64([0]), g.int64([2 * I]), g.int64([-1]), g.int64([2])]), limit]);
-    const up = g.op1('Clip', [g.op1('Slice', [gateUp, g.int64([1]), g.int64([2 * I]), g.int64([-1]), g.int64([2])]), negLimit, limit]);
-    const glu = g.op1('Mul', [gate, g.op1('Sigmoid', [g.op1('Mul', [gate, alpha])])]);
-    const y = expertLinear(g.op1('Mul', [g.op1('Add', [up, one]), glu]), names.down, names.downBias, e); // [n, H]
-    const scale = g.op1('Unsqueeze', [g.op1('Gather', [g.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), g.int64([1])]); // [n, 1]
-    const part = g.op1('ScatterND', [zeros, g.op1('Unsqueeze', [rows, g.int64([1])]), g.op1('Mul', [y, scale])]);
-    out = out === undefined ? part : g.op1('Add', [out, part]);
+    out = addIfUsed(g, used, e, out, t, H, `l${layer}_e${e}`, (b) => {
+      const column = b.int64([e], []);
+      const rows = b.op1('Reshape', [b.op1('NonZero', [b.op1('Gather', [routed, column], { axis: 1 })]), b.int64([-1])]); // [n]
+      const picked = b.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
+      const gateUp = expertLinear(b, picked, names.gateUp, names.gateUpBias, e); // [n, 2I], interleaved
+      const gate = b.op1('Min', [b.op1('Slice', [gateUp, b.int64([0]), b.int64([2 * I]), b.int64([-1]), b.int64([2])]), limit]);
+      const up = b.op1('Clip', [b.op1('Slice', [gateUp, b.int64([1]), b.int64([2 * I]), b.int64([-1]), b.int64([2])]), negLimit, limit]);
+      const glu = b.op1('Mul', [gate, b.op1('Sigmoid', [b.op1('Mul', [gate, alpha])])]);
+      const y = expertLinear(b, b.op1('Mul', [b.op1('Add', [up, one]), glu]), names.down, names.downBias, e); // [n, H]
+      const scale = b.op1('Unsqueeze', [b.op1('Gather', [b.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), b.int64([1])]); // [n, 1]
+      return b.op1('ScatterND', [zeros, b.op1('Unsqueeze', [rows, b.int64([1])]), b.op1('Mul', [y, scale])]);
+    });
   }
-  return g.op1('Reshape', [out!, shape]);
+  return g.op1('Reshape', [out, shape]);
 }

@@ -6,14 +6,15 @@
  *   probs    = Softmax(x Wrᵀ) in float32 (Hugging Face's `softmax(..., dtype=float)`)
  *   w, idx   = TopK(probs, k); w /= Σw when renormalized
  *   dense    = ScatterElements(0 [T, E], idx, w)            the routing weight of every (token, expert)
- *   for each expert e:
- *     rows   = NonZero(dense[:, e])                         the tokens routed to e (often none)
+ *   for each expert e some token chose (an If per expert, expert-gate.ts):
+ *     rows   = NonZero(dense[:, e])                         the tokens routed to e
  *     y_e    = down_e(silu(gate_e(x[rows])) · up_e(x[rows])) · dense[rows, e]
  *     out   += ScatterND(0 [T, H], rows, y_e)
  *   out     += sigmoid(x Wsgᵀ) · shared(x)                  (Qwen2-MoE's shared expert)
  *
- * An expert no token chose runs on zero rows: its weights are not read, so a decode step
- * reads only its chosen experts' bytes, and each entry of a batch is routed by its own row.
+ * An expert no token chose skips its branch (two node runs: its flag and the If): its weights
+ * are not read, so a decode step reads only its chosen experts' bytes and runs only their
+ * nodes, and each entry of a batch is routed by its own row.
  * A prefill reads each chosen expert once for all the tokens routed to it (no copy of the
  * weights per token). Expert linears are whatever the weight format gives (Gemm over float,
  * MatMulNBits over q8/q4, with gate and up as one MatMulNBits); the router and the shared
@@ -28,6 +29,7 @@ import type { GraphWeights } from '../weight-plan.ts';
 import { moeLayerNames, type MlpNames, type MoeLayerNames } from './moe-names.ts';
 import { isSparseLayer } from './moe-config.ts';
 import { emitGptOssMoe } from './gpt-oss-graph.ts';
+import { addIfUsed, expertsUsed } from './expert-gate.ts';
 
 const typeOf = (dtype: ActivationDtype) => (dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT);
 
@@ -74,20 +76,22 @@ export function emitMoeBlock(g: GraphBuilder, x: string, config: ModelConfig, la
   const routing = t === OnnxType.FLOAT ? routed : g.op1('Cast', [routed], { to: t });
 
   const zeros = g.op1('ConstantOfShape', [g.op1('Shape', [tokens])], { value: zero(t) }); // [T, H]
-  let out: string | undefined;
+  const used = expertsUsed(g, routed);
+  let out = zeros;
   names.experts.forEach((expert, e) => {
-    const column = g.int64([e], []);
-    const rows = g.op1('Reshape', [g.op1('NonZero', [g.op1('Gather', [routed, column], { axis: 1 })]), g.int64([-1])]); // [n]
-    const picked = g.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
-    const y = emitSwiGlu(g, picked, expert, weights, `l${layer}_e${e}_gate_up`);
-    const scale = g.op1('Unsqueeze', [g.op1('Gather', [g.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), g.int64([1])]); // [n, 1]
-    const part = g.op1('ScatterND', [zeros, g.op1('Unsqueeze', [rows, g.int64([1])]), g.op1('Mul', [y, scale])]); // [T, H]
-    out = out === undefined ? part : g.op1('Add', [out, part]);
+    out = addIfUsed(g, used, e, out, t, H, `l${layer}_e${e}`, (b) => {
+      const column = b.int64([e], []);
+      const rows = b.op1('Reshape', [b.op1('NonZero', [b.op1('Gather', [routed, column], { axis: 1 })]), b.int64([-1])]); // [n]
+      const picked = b.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
+      const y = emitSwiGlu(b, picked, expert, weights, `l${layer}_e${e}_gate_up`);
+      const scale = b.op1('Unsqueeze', [b.op1('Gather', [b.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), b.int64([1])]); // [n, 1]
+      return b.op1('ScatterND', [zeros, b.op1('Unsqueeze', [rows, b.int64([1])]), b.op1('Mul', [y, scale])]); // [T, H]
+    });
   });
   if (names.shared) {
     const shared = emitSwiGlu(g, tokens, names.shared, weights, `l${layer}_shared_gate_up`);
     const gate = g.op1('Sigmoid', [g.op1('Gemm', [tokens, g.initializer(weights.tensor(names.shared.gateWeight))], { transB: 1 })]); // [T, 1]
-    out = g.op1('Add', [out!, g.op1('Mul', [shared, gate])]);
+    out = g.op1('Add', [out, g.op1('Mul', [shared, gate])]);
   }
-  return g.op1('Reshape', [out!, shape]);
+  return g.op1('Reshape', [out, shape]);
 }

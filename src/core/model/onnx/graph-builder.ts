@@ -24,15 +24,44 @@ function toAttribute(value: number | readonly number[] | string | AttributeValue
   return value as AttributeValue;
 }
 
+/** What a graph and its subgraphs share: node ids, the constants and the initializers (all in the outermost graph). */
+interface Scope {
+  counter: number;
+  readonly constants: Map<string, string>;
+  readonly initializers: Initializer[];
+}
+
 export class GraphBuilder {
   private readonly nodes: OnnxNode[] = [];
-  private readonly initializers: Initializer[] = [];
   private readonly inputs: ValueInfo[] = [];
   private readonly outputs: ValueInfo[] = [];
-  private readonly constants = new Map<string, string>();
-  private counter = 0;
+  private readonly scope: Scope;
+  private readonly isBranch: boolean;
 
-  constructor(private readonly name: string) {}
+  constructor(
+    private readonly name: string,
+    parent?: GraphBuilder,
+  ) {
+    this.scope = parent ? parent.scope : { counter: 0, constants: new Map(), initializers: [] };
+    this.isBranch = parent !== undefined;
+  }
+
+  /**
+   * A subgraph (an If branch, a Loop body) that reads this graph's values by name: its node
+   * names stay unique across the model, and its initializers and constants live in the
+   * outermost graph (so a weight a branch uses is prepacked once, like any other).
+   */
+  branch(name: string): GraphBuilder {
+    return new GraphBuilder(name, this);
+  }
+
+  private get initializers(): Initializer[] {
+    return this.scope.initializers;
+  }
+
+  private get constants(): Map<string, string> {
+    return this.scope.constants;
+  }
 
   input(name: string, type: OnnxTypeCode, shape: readonly (number | string)[]): string {
     this.inputs.push({ name, type, shape });
@@ -96,7 +125,7 @@ export class GraphBuilder {
     attrs: Attrs = {},
     options: { domain?: string; outputs?: number | readonly string[]; label?: string } = {},
   ): string[] {
-    const id = this.counter++;
+    const id = this.scope.counter++;
     const label = options.label ?? opType;
     const outs = options.outputs ?? 1;
     const outputs =
@@ -116,7 +145,7 @@ export class GraphBuilder {
     return {
       name: this.name,
       nodes: this.nodes,
-      initializers: this.initializers,
+      initializers: this.isBranch ? [] : this.initializers,
       inputs: this.inputs,
       outputs: this.outputs,
     };

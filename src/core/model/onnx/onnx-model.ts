@@ -25,7 +25,8 @@ export type AttributeValue =
   | { readonly float: number }
   | { readonly ints: readonly number[] }
   | { readonly string: string }
-  | { readonly tensor: Initializer };
+  | { readonly tensor: Initializer }
+  | { readonly graph: OnnxGraph }; // a subgraph (Loop's body); it may read the outer graph's values by name
 
 export interface OnnxNode {
   readonly opType: string;
@@ -52,7 +53,7 @@ export interface OnnxGraph {
 }
 
 const IR_VERSION = 10;
-const ATTR = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, INTS: 7 } as const;
+const ATTR = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, GRAPH: 5, INTS: 7 } as const;
 
 function writeTensor(w: ProtobufWriter, t: Initializer): void {
   for (const d of t.dims) w.int(1, d);
@@ -78,6 +79,7 @@ function writeAttribute(w: ProtobufWriter, name: string, value: AttributeValue):
     for (const v of value.ints) w.int(8, v);
     w.int(20, ATTR.INTS);
   } else if ('string' in value) w.string(4, value.string).int(20, ATTR.STRING);
+  else if ('graph' in value) w.message(6, (g) => writeGraph(g, value.graph)).int(20, ATTR.GRAPH);
   else w.message(5, (t) => writeTensor(t, value.tensor)).int(20, ATTR.TENSOR);
 }
 
@@ -95,26 +97,28 @@ function writeValueInfo(w: ProtobufWriter, v: ValueInfo): void {
   );
 }
 
+function writeGraph(g: ProtobufWriter, graph: OnnxGraph): void {
+  for (const n of graph.nodes) {
+    g.message(1, (node) => {
+      for (const i of n.inputs) node.string(1, i);
+      for (const o of n.outputs) node.string(2, o);
+      node.string(3, n.name).string(4, n.opType);
+      for (const [k, v] of Object.entries(n.attributes)) node.message(5, (a) => writeAttribute(a, k, v));
+      if (n.domain) node.string(7, n.domain);
+    });
+  }
+  g.string(2, graph.name);
+  for (const t of graph.initializers) g.message(5, (tw) => writeTensor(tw, t));
+  for (const v of graph.inputs) g.message(11, (vw) => writeValueInfo(vw, v));
+  for (const v of graph.outputs) g.message(12, (vw) => writeValueInfo(vw, v));
+}
+
 /** Serialize a graph as an ONNX ModelProto with the default and com.microsoft opsets. */
 export function serializeModel(graph: OnnxGraph, opset = 21): Uint8Array {
   const w = new ProtobufWriter();
   w.int(1, IR_VERSION);
   w.string(2, 'meshnet');
-  w.message(7, (g) => {
-    for (const n of graph.nodes) {
-      g.message(1, (node) => {
-        for (const i of n.inputs) node.string(1, i);
-        for (const o of n.outputs) node.string(2, o);
-        node.string(3, n.name).string(4, n.opType);
-        for (const [k, v] of Object.entries(n.attributes)) node.message(5, (a) => writeAttribute(a, k, v));
-        if (n.domain) node.string(7, n.domain);
-      });
-    }
-    g.string(2, graph.name);
-    for (const t of graph.initializers) g.message(5, (tw) => writeTensor(tw, t));
-    for (const v of graph.inputs) g.message(11, (vw) => writeValueInfo(vw, v));
-    for (const v of graph.outputs) g.message(12, (vw) => writeValueInfo(vw, v));
-  });
+  w.message(7, (g) => writeGraph(g, graph));
   w.message(8, (o) => o.string(1, '').int(2, opset));
   w.message(8, (o) => o.string(1, 'com.microsoft').int(2, 1));
   return w.finish();

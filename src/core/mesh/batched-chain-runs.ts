@@ -1,0 +1,43 @@
+/**
+ * Batching on a chained route (protocol 3.2): a peer's chain frames of different sessions,
+ * bound for the same range, run as one batched shard run — the hop-side counterpart of the
+ * head's BatchingLink, and the same code (a BatchingLink over an in-process link to the
+ * peer's own shard): a decode step that arrives while the range runs another waits and goes
+ * with every step that arrived meanwhile, the moment it is free. Under load the sessions of a
+ * chain fall into step with each other at the first hop and stay in step along it, since a
+ * batch's outputs are forwarded together. Each session's output is still forwarded and copied
+ * as its own chain frame (its own request id, session and start), so the head's checks and
+ * history, and every failure path, are a lone chained frame's. Prefill frames run alone.
+ */
+import { errorToControlMessage } from '../../shared/control-errors.ts';
+import { frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
+import { toWireError } from '../peer/wire-errors.ts';
+import { InProcessLink } from '../runtime/in-process-link.ts';
+import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
+import { BatchingLink, type BatchingStats } from './batching-link.ts';
+
+export interface BatchedChainRuns {
+  /** Run one chained step (a prefill or decode frame) on the shard; its reply carries the frame's own request id. */
+  run(bytes: Uint8Array): Promise<FrameReply>;
+  readonly stats: BatchingStats;
+}
+
+export function batchedChainRuns(shard: ShardService): BatchedChainRuns {
+  const link = new BatchingLink(new InProcessLink(shard));
+  return {
+    get stats() {
+      return link.stats;
+    },
+    async run(bytes) {
+      const requestId = frameRequestId(bytes) ?? 0;
+      try {
+        // The link stamps its own request id on the frame and its result: give the step's back.
+        const frame = await link.request(bytes);
+        stampFrameRequestId(frame, requestId);
+        return { frame };
+      } catch (error) {
+        return { error: errorToControlMessage(toWireError(error), { requestId }) };
+      }
+    },
+  };
+}
