@@ -19,6 +19,9 @@ import { parseArgs } from 'node:util';
 import { TINY_PRESETS, writeTinyCheckpoint } from '../test/fixtures/checkpoints.ts';
 import { tinyMoeCheckpoint } from '../test/fixtures/moe-checkpoints.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
+import { resolveWeightSpec } from '../src/core/model/quant/weight-format.ts';
+import { getShardArtifact } from '../src/node/artifact-cache.ts';
+import { openLocalModel } from '../src/node/local-model.ts';
 
 const BENCH = import.meta.dirname;
 const CACHE = path.join(BENCH, '.cache');
@@ -55,10 +58,25 @@ for (const [name, c] of Object.entries(checkpoints)) {
   await writeTinyCheckpoint(c.dir, c.options);
 }
 
+const HOME = path.join(CACHE, 'moe-home');
+
+/**
+ * Builds the peers' artifacts (`peers` equal layer ranges) before a pipeline row: a peer packing
+ * a q8 range of this size from BF16 took over the mesh's 30 s ready timeout at load 12.
+ */
+async function prebuild(model: string, weights: string, peers: number): Promise<void> {
+  const local = await openLocalModel(model);
+  const spec = resolveWeightSpec(local.checkpoint.config, 'fp32', { format: weights as 'q4' });
+  const per = Math.ceil(layers / peers);
+  for (let start = 0; start < layers; start += per) {
+    await getShardArtifact(local.checkpoint, local.key, { kind: 'layers', range: { start, end: Math.min(layers, start + per) } }, 'fp32', spec, HOME);
+  }
+}
+
 function measure(spec: MeasureSpec): Promise<MeasureResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(BENCH, 'measure.ts'), JSON.stringify(spec)], {
-      env: { ...process.env, MESHNET_HOME: path.join(CACHE, 'moe-home') },
+      env: { ...process.env, MESHNET_HOME: HOME },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
@@ -76,6 +94,7 @@ for (const weights of formats) {
       const common = { model: c.dir, threads, spinning: false, repeats: 2, decodeTokens: tokens, longPrompt: 32, weights };
       const spec: MeasureSpec = peers === 0 ? { ...common, kind: 'one-process' } : { ...common, kind: 'pipeline', peers, link: 'relay', linkDelayMs: 0 };
       try {
+        if (peers > 0) await prebuild(c.dir, weights, peers);
         const r = await measure(spec);
         rate.set(`${weights}/${peers}/${name}`, r.decodeTokensPerSecond);
         const where = peers === 0 ? 'one process' : `${peers} relay peers`;
