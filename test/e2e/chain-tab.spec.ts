@@ -4,6 +4,7 @@
  * the link into it goes through the head; the link out of it is direct: the tab dials the next
  * Node peer itself (the `hop` handshake from a page). Greedy tokens equal one Node process,
  * with the tab in the middle and at the end, and the dashboard draws which links are direct.
+ * The tab closed mid-stream mid-chain is replaced by a Node peer, the tokens unchanged.
  */
 import { expect } from '@playwright/test';
 import OpenAI from 'openai';
@@ -22,7 +23,7 @@ async function greedyThrough(serving: ServingHead, prompt: number[], maxTokens: 
   return reply.choices[0].text;
 }
 
-test('Node peer + tab + Node peer chained: the tab forwards straight to the next peer, same tokens as one process; the dashboard draws it', async ({ page, sandwich }) => {
+test('Node peer + tab + Node peer chained: the tab forwards straight to the next peer, same tokens as one process; the dashboard draws it; the tab closed mid-stream is replaced, same tokens', async ({ page, sandwich }) => {
   const serving = await sandwich('wasm', { routeMode: 'chain' }, { link: 'direct' });
   expect(await greedyThrough(serving, [1, 401, 461], 24)).toBe(oneProcessGreedy([1, 401, 461], 24).text);
   const session = serving.store.state.finished[0];
@@ -41,6 +42,21 @@ test('Node peer + tab + Node peer chained: the tab forwards straight to the next
   await expect(links.nth(1)).toContainText('direct');
   await expect(links.nth(0)).toContainText('via head');
   await dashboard.close();
+
+  // The tab mid-chain goes away mid-stream: a Node peer takes its range, rebuilt from the head's history.
+  const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+  const stream = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0, stream: true });
+  let text = '';
+  let chunks = 0;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.text ?? '';
+    if (++chunks === 5) await page.close();
+  }
+  expect(text).toBe(oneProcessGreedy([1], 40).text);
+  const after = serving.store.state.finished[0];
+  expect(after.state).toBe('finished');
+  expect(after.repairs.some((r) => r.kind === 'replaced' && r.lostPeerId === 'local-1b')).toBe(true);
+  expect(after.hops.map((h) => h.peerId)).not.toContain('local-1b');
 });
 
 test('Node peer + Node peer + tab chained: the tab at the end answers the head, same tokens as one process', async ({ sandwich }) => {

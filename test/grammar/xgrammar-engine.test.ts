@@ -3,13 +3,20 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { GrammarError } from '../../src/core/sampling/grammar/output-grammar.ts';
 import { XGrammarEngine } from '../../src/core/sampling/grammar/xgrammar-engine.ts';
 import { ConstraintViolationError, maskAllows } from '../../src/core/sampling/index.ts';
+import type { GrammarEngine } from '../../src/core/sampling/grammar/output-grammar.ts';
+import { WorkerGrammarEngine } from '../../src/node/grammar-worker.ts';
 import { loadXGrammar } from '../../src/node/xgrammar-node.ts';
 import { QWEN_EOS, QWEN_VOCAB, qwenTokenizer } from './qwen-fixture.ts';
 import { randomWalk } from './walk.ts';
 
 const { tokenizer } = qwenTokenizer();
-const engine = new XGrammarEngine(loadXGrammar, tokenizer.vocabulary(QWEN_VOCAB), { vocabSize: QWEN_VOCAB, stopTokenIds: [QWEN_EOS] });
-afterAll(() => engine.dispose());
+const options = { vocabSize: QWEN_VOCAB, stopTokenIds: [QWEN_EOS] };
+// The same behaviour on this thread and in the head's grammar worker (src/node/grammar-worker.ts).
+const engines: [string, GrammarEngine][] = [
+  ['XGrammarEngine', new XGrammarEngine(loadXGrammar, tokenizer.vocabulary(QWEN_VOCAB), options)],
+  ['WorkerGrammarEngine', new WorkerGrammarEngine(tokenizer.vocabulary(QWEN_VOCAB), options)],
+];
+afterAll(() => engines.forEach(([, engine]) => engine.dispose()));
 
 const text = (ids: number[]) => tokenizer.decode(ids.filter((id) => id !== QWEN_EOS));
 
@@ -25,7 +32,7 @@ const schema = {
   additionalProperties: false,
 } as const;
 
-describe('XGrammarEngine (Qwen2.5 vocabulary, 151,936 logits)', () => {
+describe.each(engines)('%s (Qwen2.5 vocabulary, 151,936 logits)', (_name, engine) => {
   it('random walks through a bounded schema always end in schema-valid JSON and the stop token', async () => {
     const validate = new Ajv().compile(schema);
     for (let seed = 1; seed <= 4; seed++) {
@@ -47,6 +54,7 @@ describe('XGrammarEngine (Qwen2.5 vocabulary, 151,936 logits)', () => {
     expect(maskAllows(first, tokenizer.encode('{', { addSpecialTokens: false })[0])).toBe(true);
     expect(maskAllows(first, tokenizer.encode('[', { addSpecialTokens: false })[0])).toBe(false);
     constraint.accept(tokenizer.encode('{', { addSpecialTokens: false })[0]);
+    await constraint.nextMask(); // the sampler's order: the mask, then the token drawn from it
     expect(() => constraint.accept(tokenizer.encode('x', { addSpecialTokens: false })[0])).toThrow(ConstraintViolationError);
     for (const id of tokenizer.encode('"a": [1, true]}', { addSpecialTokens: false })) constraint.accept(id);
     const end = (await constraint.nextMask())!;
@@ -67,6 +75,7 @@ describe('XGrammarEngine (Qwen2.5 vocabulary, 151,936 logits)', () => {
     expect(() => constraint.rollback(prefix.length)).toThrow(RangeError);
     for (const id of prefix.slice(-2)) constraint.accept(id);
     for (const id of tokenizer.encode('owl', { addSpecialTokens: false })) constraint.accept(id);
+    await fork.nextMask();
     expect(() => fork.accept(tokenizer.encode('owl', { addSpecialTokens: false })[0])).toThrow(ConstraintViolationError);
     fork.dispose();
     constraint.dispose();

@@ -13,8 +13,9 @@
  * - `strict` is accepted and the schema is always enforced (as vLLM does); properties the
  *   schema does not name are never generated.
  */
-import type { JsonSchema, OutputGrammar, StructuralFormat } from '../sampling/grammar/output-grammar.ts';
-import { XGrammarEngine } from '../sampling/grammar/xgrammar-engine.ts';
+import type { GrammarEngine, JsonSchema, OutputGrammar, StructuralFormat } from '../sampling/grammar/output-grammar.ts';
+import type { TokenVocabulary } from '../sampling/grammar/vocabulary.ts';
+import { XGrammarEngine, type XGrammarEngineOptions } from '../sampling/grammar/xgrammar-engine.ts';
 import type { XGrammarLoader } from '../sampling/grammar/xgrammar-module.ts';
 import type { ChatMessage } from './chat-template.ts';
 import type { TextTokenizer } from './tokenizer.ts';
@@ -83,7 +84,14 @@ export function planStructuredChat(tokenizer: TextTokenizer, request: Structured
  * The grammar engine for one model: xgrammar over the tokenizer's vocabulary (keeping the
  * tool-call format's marker tokens spelled), ending sequences with `stopTokenIds`.
  */
-export function createGrammarEngine(load: XGrammarLoader, tokenizer: TextTokenizer, vocabSize: number, stopTokenIds: readonly number[]): XGrammarEngine {
+export function createGrammarEngine(load: XGrammarLoader, tokenizer: TextTokenizer, vocabSize: number, stopTokenIds: readonly number[], host?: GrammarHost): GrammarEngine {
   const markers = detectToolCallFormat(tokenizer.chatTemplate.text).syntax.markers;
-  return new XGrammarEngine(load, tokenizer.vocabulary(vocabSize, markers), { vocabSize, stopTokenIds });
+  const vocabulary = tokenizer.vocabulary(vocabSize, markers);
+  return host ? host(vocabulary, { vocabSize, stopTokenIds }) : new XGrammarEngine(load, vocabulary, { vocabSize, stopTokenIds });
 }
+
+/**
+ * Where a runtime runs the grammar engine instead of this thread (Node: a worker thread, so a
+ * compile never stalls the event loop); given the vocabulary and options an XGrammarEngine takes.
+ */
+export type GrammarHost = (vocabulary: TokenVocabulary, options: XGrammarEngineOptions) => GrammarEngine;

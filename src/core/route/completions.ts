@@ -19,7 +19,7 @@
  * the edge maps them once.
  */
 import type { GenerationLimits } from '../model/generation-limits.ts';
-import { createGrammarEngine, planStructuredChat, type ResponseFormat } from '../model/structured-output.ts';
+import { createGrammarEngine, planStructuredChat, type GrammarHost, type ResponseFormat } from '../model/structured-output.ts';
 import type { ChatMessage, TextTokenizer } from '../model/tokenizer.ts';
 import type { ToolCallFormat } from '../model/tools/tool-call-format.ts';
 import type { ToolRequest } from '../model/tools/tool-types.ts';
@@ -72,6 +72,8 @@ export interface CompletionsOptions {
   readonly vocabSize: number;
   /** Loads xgrammar (its WebAssembly, on the first constrained request); absent: such requests are refused. */
   readonly loadGrammar?: XGrammarLoader;
+  /** Runs the grammar engine elsewhere (Node: a worker thread); absent: on this thread, over `loadGrammar`. */
+  readonly grammarHost?: GrammarHost;
   /** A client left before its answer ended (its session, if it had one, is cancelled). */
   readonly onClientAbort?: () => void;
 }
@@ -82,9 +84,9 @@ export class Completions {
   private readonly engine: GrammarEngine | undefined;
 
   constructor(private readonly options: CompletionsOptions) {
-    const { limits, loadGrammar, tokenizer, vocabSize } = options;
+    const { limits, loadGrammar, grammarHost, tokenizer, vocabSize } = options;
     // Without a stop token a constrained answer could never end: no engine, such requests are refused.
-    this.engine = loadGrammar && limits.stopTokenIds.length > 0 ? createGrammarEngine(loadGrammar, tokenizer, vocabSize, limits.stopTokenIds) : undefined;
+    this.engine = loadGrammar && limits.stopTokenIds.length > 0 ? createGrammarEngine(loadGrammar, tokenizer, vocabSize, limits.stopTokenIds, grammarHost) : undefined;
   }
 
   /**

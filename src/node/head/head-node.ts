@@ -41,6 +41,7 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
 import { WorkerShardService } from '../peer/worker-shard.ts';
+import { WorkerGrammarEngine } from '../grammar-worker.ts';
 import { loadXGrammar } from '../xgrammar-node.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import { loadDraftModel, type LoadedDraftModel } from './draft-model.ts';
@@ -244,7 +245,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       ? { count: s.minPeers, waitMs: s.peerWaitMs ?? 60_000, joined: () => mesh.remotePeerCount, onChange: (listener) => mesh.onChange(listener) }
       : undefined,
   });
-  const completions = new Completions({ sessions, tokenizer: options.tokenizer, limits, vocabSize: model.checkpoint.config.vocabSize, loadGrammar: loadXGrammar, onClientAbort: s.onClientAbort });
+  const completions = new Completions({ sessions, tokenizer: options.tokenizer, limits, vocabSize: model.checkpoint.config.vocabSize, loadGrammar: loadXGrammar, grammarHost: (vocabulary, grammarOptions) => new WorkerGrammarEngine(vocabulary, grammarOptions), onClientAbort: s.onClientAbort });
   const context: HeadContext = {
     mesh,
     headRunner,
