@@ -180,8 +180,10 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     device: 'cpu',
     threads: spec.threads,
     ...(spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights }),
-    // A peer building and loading a 1B-shaped model's q4 layers on a loaded machine takes longer than the default 30 s.
+    // A peer building and loading a 1B-shaped model's q4 layers on a loaded machine takes longer
+    // than the defaults (30 s for ready, 60 s for a control answer such as assign's).
     readyTimeoutMs: 300_000,
+    linkTimeoutMs: 300_000,
     log,
     wrapLink: (link, peerId) => {
       const meter = newMeter();
