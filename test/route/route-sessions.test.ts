@@ -71,7 +71,7 @@ describe('the session table', () => {
     expect(sessions.live).toBe(0);
   });
 
-  it('refuses a session past --max-sessions with SessionLimitError (429, retry after 1 s) and admits again once one ends', async () => {
+  it('refuses a session past --max-sessions with SessionLimitError (429, retry after 1 s), compiling no grammar for it, and admits again once one ends', async () => {
     const { t, gates } = gatedMesh();
     const refused: SessionLimitError[] = [];
     const sessions = table(t, { maxSessions: 1, observer: { refused: (e) => refused.push(e) } });
@@ -79,8 +79,12 @@ describe('the session table', () => {
     const first = await sessions.open(request());
     const running = collect(first);
     await gates[1].held.promise;
-    const error = await sessions.open(request()).catch((e: unknown) => e);
+    // A refused request compiles no grammar: the constraint is compiled only once admitted.
+    let compiled = 0;
+    const compileConstraint = async () => void compiled++;
+    const error = await sessions.open({ ...request(), compileConstraint }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SessionLimitError);
+    expect(compiled).toBe(0);
     const http = mapError(error);
     expect([http.status, http.type, http.code, http.retryAfterSeconds]).toEqual([429, 'requests', 'rate_limit_exceeded', 1]);
     expect(http.message).toBe('the server is running its maximum of 1 sessions; retry shortly');
@@ -88,7 +92,8 @@ describe('the session table', () => {
     gates[1].release();
     expect((await running).ids).toEqual(stories.expected);
     expect(sessions.live).toBe(0); // freed at the outcome, before the releases finish
-    const second = await sessions.open(request());
+    const second = await sessions.open({ ...request(), compileConstraint });
+    expect(compiled).toBe(1);
     expect((await collect(second)).ids).toEqual(stories.expected);
   });
 
