@@ -42,6 +42,7 @@ export interface AttentionShape {
 export class InPlaceMasks {
   private past?: string;
   private causal?: string;
+  private split?: string;
 
   constructor(
     private readonly g: GraphBuilder,
@@ -64,6 +65,12 @@ export class InPlaceMasks {
     const positions = g.op1('Range', [g.int64([0], []), capacity, g.int64([1], [])]);
     this.past = this.additive(g.op1('Less', [positions, length]));
     return this.past;
+  }
+
+  /** [2] int64: C and S, the softmax's columns over the past and over the new positions. */
+  splitSizes(pastKey: string, newKey: string): string {
+    this.split ??= this.g.op1('Concat', [this.g.op1('Shape', [pastKey], { start: 2, end: 3 }), this.g.op1('Shape', [newKey], { start: 1, end: 2 })], { axis: 0 });
+    return this.split;
   }
 
   /** [G*S, S] float: 0 where row g*S + i sees new key j (j ≤ i), else -inf. */
@@ -105,7 +112,7 @@ export function emitInPlaceAttention(
   const newScores = g.op1('MatMul', [scaled, g.op1('Transpose', [key], { perm: [0, 1, 3, 2] })]); // [B, kvH, G*S, S]
   const scores = g.op1('Concat', [g.op1('Add', [pastScores, masks.pastMask(io.pastKey)]), g.op1('Add', [newScores, masks.causalMask(io.newKey, G)])], { axis: -1 });
   const probs = g.op1('Softmax', [scores], { axis: -1 });
-  const split = g.op1('Concat', [g.op1('Shape', [io.pastKey], { start: 2, end: 3 }), g.op1('Shape', [io.newKey], { start: 1, end: 2 })], { axis: 0 });
+  const split = masks.splitSizes(io.pastKey, io.newKey);
   const [pPast, pNew] = g.op('Split', [probs, split], { axis: -1 }, { outputs: 2 });
   const heads = g.op1('Add', [g.op1('MatMul', [pPast, io.pastValue]), g.op1('MatMul', [pNew, value])]); // [B, kvH, G*S, D]
   const rows = g.op1('Transpose', [g.op1('Reshape', [heads, g.int64([0, 0, G, -1, D])])], { perm: [0, 3, 1, 2, 4] }); // [B, S, kvH, G, D]
