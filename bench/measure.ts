@@ -180,6 +180,8 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     device: 'cpu',
     threads: spec.threads,
     ...(spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights }),
+    // A peer building and loading a 1B-shaped model's q4 layers on a loaded machine takes longer than the default 30 s.
+    readyTimeoutMs: 300_000,
     log,
     wrapLink: (link, peerId) => {
       const meter = newMeter();

@@ -40,9 +40,10 @@ export interface ChainTestMesh {
 /**
  * `n` in-process peers p1…pn that run chained routes; `wrap` puts a double between a forwarder
  * and its shard; `batched`: each peer runs its chain frames through batchedChainRuns, as
- * Node peers and tabs do.
+ * Node peers and tabs do; `undialable`: peers no other peer can dial (as a tab: the link into
+ * them goes through the head).
  */
-export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}, batched = false): ChainTestMesh {
+export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}, batched = false, undialable: readonly string[] = []): ChainTestMesh {
   const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weightSpec('fp32')), { headLayers: 'none', warmUpFrames: false, ...options }); // no warm-up frames: these tests count star frames
   const runs = new Map<ShardService, BatchedChainRuns>();
   const chains = new InProcessChains(batched ? (service) => {
@@ -61,7 +62,7 @@ export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, pe
     const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, reports: [], ...(r && { batching: () => r.stats }) };
     port.listen({ copy: () => peer.copies++, report: (e) => peer.reports.push(`${e.code}: ${e.message}`) });
     peers.set(id, peer);
-    mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: true } });
+    mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: !undialable.includes(id) } });
   }
   return { mesh, provider: new CountingProvider(mesh), chains, peers };
 }

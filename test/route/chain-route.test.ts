@@ -86,6 +86,21 @@ describe('a chained route gives the one-process answer', () => {
     });
   }
 
+  it('a pipelined prefill on a mixed route (p1 through the head into p2, p2 → p3 chained) flows segment by segment: same tokens', async () => {
+    const t = chainMesh(stories.ctx, 3, undefined, {}, false, ['p2']);
+    const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain', prefillChunk: 3 }, PROMPT);
+    expect((await collect(session)).ids).toEqual(stories.expected);
+    expect(session.telemetry.links).toEqual(['head', 'direct']);
+    expect(session.telemetry.repairs).toEqual([]);
+    // p1 is a star hop (head → p1 → head), p2 → p3 a chained segment: no star frame to either of them.
+    const [p1, p2, p3] = starFrames(t);
+    expect(p1).toBeGreaterThan(0);
+    expect([p2, p3]).toEqual([0, 0]);
+    // 9 prompt positions in chunks of 3: each hop ran three prefill chunks, then the decode steps.
+    expect(session.telemetry.hops.map((h) => h.frames)).toEqual([p1, p1, p1]);
+    expect(p1).toBeGreaterThanOrEqual(3 + 1);
+  });
+
   it('star mode sends no chain frame and gives the same tokens', async () => {
     const t = chainMesh(stories.ctx, 3);
     const session = openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'star' }, PROMPT);

@@ -14,6 +14,10 @@
  * k … N run as star hops from the last good copy — each peer keeps the position rule, so KV a
  * chained frame left behind is cut and rebuilt exactly. Only those hops recompute; the tokens
  * are unchanged.
+ *
+ * A pipelined prefill block on a route that is one chained segment posts every chunk at once
+ * (runChainedPipelined); on a mixed route each segment is a stage of the pipeline
+ * (runSegmentsPipelined).
  */
 import { encodeFrame } from '../frames/frame-codec.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
@@ -33,10 +37,24 @@ export interface ChainStepContext {
 /** `hidden` (positions from `position`) through every hop: chained segments, and single hops through the head. */
 export async function runChained(hops: readonly Hop[], hidden: Activations, position: number, signal: AbortSignal, ctx: ChainStepContext): Promise<Activations> {
   let input = hidden;
-  for (const segment of ctx.chain.segments(hops.length)) {
-    input = segment.first === segment.last ? await runRepaired(hops[segment.first], input, position, signal, ctx.repair) : await runSegment(hops, segment, input, position, signal, ctx);
-  }
+  for (const segment of ctx.chain.segments(hops.length)) input = await runStage(hops, segment, input, position, signal, ctx);
   return input;
+}
+
+/**
+ * A pipelined block on a mixed route (several segments: some links chained, some through the
+ * head): each segment is one stage of the pipeline — chunk j enters segment s once segment
+ * s − 1 gave its output and segment s finished chunk j − 1 — a chained segment run as a chained
+ * step (with its own recovery), a lone hop as a star hop. The head forwards a chunk between
+ * segments as soon as it has it.
+ */
+export function runSegmentsPipelined(hops: readonly Hop[], chunks: readonly Chunk[], signal: AbortSignal, ctx: ChainStepContext): Promise<Activations> {
+  const segments = ctx.chain.segments(hops.length);
+  return runPipelined(chunks, segments.length, (s, chunk, sig) => runStage(hops, segments[s], chunk.activations, chunk.start, sig, ctx), signal);
+}
+
+function runStage(hops: readonly Hop[], segment: Segment, input: Activations, position: number, signal: AbortSignal, ctx: ChainStepContext): Promise<Activations> {
+  return segment.first === segment.last ? runRepaired(hops[segment.first], input, position, signal, ctx.repair) : runSegment(hops, segment, input, position, signal, ctx);
 }
 
 /**

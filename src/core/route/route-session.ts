@@ -28,7 +28,7 @@ import type { Activations } from '../runtime/shard-executor.ts';
 import { Drafters } from '../speculation/drafters.ts';
 import { Speculation } from '../speculation/speculation.ts';
 import { ChainRoute } from './chain-route.ts';
-import { runChained, runChainedPipelined, type ChainStepContext } from './chain-step.ts';
+import { runChained, runChainedPipelined, runSegmentsPipelined, type ChainStepContext } from './chain-step.ts';
 import { runRepaired, type RepairContext } from './hop-repair.ts';
 import { Hop, releaseLease, type HopContext } from './hop.ts';
 import { cutChunks, prefillChunkSize, runPipelined } from './pipelined-prefill.ts';
@@ -215,9 +215,12 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const chunk = prefillChunkSize(tokens.length, this.hops.length, this.policy.prefillChunk);
     if (chunk < tokens.length) {
       const chunks = cutChunks(hidden, position, chunk);
-      const last = chained && this.chain.chain.segments(this.hops.length).length === 1
+      const segments = chained ? this.chain.chain.segments(this.hops.length).length : 0;
+      const last = segments === 1
         ? await runChainedPipelined(this.hops, chunks, signal, this.chain)
-        : await runPipelined(chunks, this.hops.length, (hop, c, s) => run(hop, c.activations, c.start, s), signal);
+        : segments > 1
+          ? await runSegmentsPipelined(this.hops, chunks, signal, this.chain)
+          : await runPipelined(chunks, this.hops.length, (hop, c, s) => run(hop, c.activations, c.start, s), signal);
       return { hidden: last, offset: chunks[chunks.length - 1].start - position };
     }
     if (chained) return { hidden: await runChained(this.hops, hidden, position, signal, this.chain), offset: 0 };
