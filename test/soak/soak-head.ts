@@ -16,7 +16,8 @@ export interface SoakMeasure {
   readonly arrayBuffers: number;
   readonly trackedSessions: number;
   readonly liveSessions: number;
-  readonly peers: { id: string; kvEntries: number; kvBytes: number }[];
+  /** Per peer: KV figures (`stats`) and how many ranges the head counts loaded on it. */
+  readonly peers: { id: string; kvEntries: number; kvBytes: number; ranges: number }[];
   readonly warnings: string[];
 }
 
@@ -32,7 +33,7 @@ async function measure(): Promise<SoakMeasure> {
   const peers = await Promise.all(
     serving.head.mesh.peers.map(async (peer) => {
       const answer = await peer.link.control({ kind: 'stats', kvEntries: 0, kvBytes: 0, kvBudgetBytes: 0, tokensServed: 0, framesServed: 0 });
-      return answer.kind === 'stats' ? { id: peer.id, kvEntries: answer.kvEntries, kvBytes: answer.kvBytes } : { id: peer.id, kvEntries: -1, kvBytes: -1 };
+      return answer.kind === 'stats' ? { id: peer.id, kvEntries: answer.kvEntries, kvBytes: answer.kvBytes, ranges: peer.ranges.length } : { id: peer.id, kvEntries: -1, kvBytes: -1, ranges: peer.ranges.length };
     }),
   );
   // Several rounds: finalizers and weak references free more on the next collection.

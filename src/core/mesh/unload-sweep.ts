@@ -100,10 +100,20 @@ export class UnloadSweep {
     }, ms);
   }
 
-  /** `held`'s last lease closed: a range no plan used since a generation before this one goes now. */
+  /**
+   * `held`'s last lease closed: a range no plan used since a generation before this one goes
+   * now; one no plan uses and not yet marked is marked, to go at the next plan change.
+   */
   private unloadIfDue(held: HeldRange): void {
+    if (this.loader.isLoading(held)) return;
     const since = this.unusedSince.get(held);
-    if (since === undefined || since >= this.generation || this.loader.isLoading(held)) return;
+    if (since === undefined) {
+      // Loaded for a session's repair (or a witness) and in no plan: it goes at the next plan change.
+      const used = this.planned();
+      if (used && !used.has(held) && this.generation > 0) this.unusedSince.set(held, this.generation);
+      return;
+    }
+    if (since >= this.generation) return;
     const peer = this.membership.get(held.peerId);
     if (peer && this.loader.unloads(peer)) void this.loader.unload(peer, held.range);
   }

@@ -4,7 +4,7 @@
  *   (softmax over [scores, sink], the sink dropped) and o_proj's bias; the sliding layers'
  *   window is ModelConfig's `slidingWindow` / `slidingLayers` (gpt-oss-config.ts), which
  *   layer-attention.ts turns into `local_window_size` as for every architecture;
- * - the MoE block, routed as moe-graph.ts does (per chosen expert, behind a tree of Ifs: NonZero →
+ * - the MoE block, routed as moe-graph.ts does (per chosen expert, behind its If: NonZero →
  *   Gather rows → expert → ScatterND), with gpt-oss's router and experts: logits = x Wᵀ + b, top k of the logits,
  *   softmax over those k; gate_up = x W_gu + b_gu with gate and up interleaved (even, odd
  *   columns), gate = min(gate, limit), up = clip(up, ±limit), (up + 1) · gate · σ(α · gate),
@@ -19,7 +19,7 @@ import type { ModelConfig } from '../types.ts';
 import type { GraphWeights } from '../weight-plan.ts';
 import { gptOssLayerNames } from './gpt-oss-names.ts';
 import { expertFloat, expertMxfp4 } from './gpt-oss-weights.ts';
-import { addChosenExperts } from './expert-gate.ts';
+import { addIfUsed, expertsUsed } from './expert-gate.ts';
 
 const typeOf = (dtype: ActivationDtype): OnnxTypeCode => (dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT);
 
@@ -67,17 +67,21 @@ export function emitGptOssMoe(g: GraphBuilder, x: string, config: ModelConfig, l
   };
 
   const zeros = g.op1('ConstantOfShape', [g.op1('Shape', [tokens])], { value: zero(t) }); // [T, H]
-  const out = addChosenExperts(g, routed, moe.numExperts, zeros, t, H, `l${layer}_experts`, (b, e) => {
-    const column = b.int64([e], []);
-    const rows = b.op1('Reshape', [b.op1('NonZero', [b.op1('Gather', [routed, column], { axis: 1 })]), b.int64([-1])]); // [n]
-    const picked = b.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
-    const gateUp = expertLinear(b, picked, names.gateUp, names.gateUpBias, e); // [n, 2I], interleaved
-    const gate = b.op1('Min', [b.op1('Slice', [gateUp, b.int64([0]), b.int64([2 * I]), b.int64([-1]), b.int64([2])]), limit]);
-    const up = b.op1('Clip', [b.op1('Slice', [gateUp, b.int64([1]), b.int64([2 * I]), b.int64([-1]), b.int64([2])]), negLimit, limit]);
-    const glu = b.op1('Mul', [gate, b.op1('Sigmoid', [b.op1('Mul', [gate, alpha])])]);
-    const y = expertLinear(b, b.op1('Mul', [b.op1('Add', [up, one]), glu]), names.down, names.downBias, e); // [n, H]
-    const scale = b.op1('Unsqueeze', [b.op1('Gather', [b.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), b.int64([1])]); // [n, 1]
-    return b.op1('ScatterND', [zeros, b.op1('Unsqueeze', [rows, b.int64([1])]), b.op1('Mul', [y, scale])]);
-  });
+  const used = expertsUsed(g, routed);
+  let out = zeros;
+  for (let e = 0; e < moe.numExperts; e++) {
+    out = addIfUsed(g, used, e, out, t, H, `l${layer}_e${e}`, (b) => {
+      const column = b.int64([e], []);
+      const rows = b.op1('Reshape', [b.op1('NonZero', [b.op1('Gather', [routed, column], { axis: 1 })]), b.int64([-1])]); // [n]
+      const picked = b.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
+      const gateUp = expertLinear(b, picked, names.gateUp, names.gateUpBias, e); // [n, 2I], interleaved
+      const gate = b.op1('Min', [b.op1('Slice', [gateUp, b.int64([0]), b.int64([2 * I]), b.int64([-1]), b.int64([2])]), limit]);
+      const up = b.op1('Clip', [b.op1('Slice', [gateUp, b.int64([1]), b.int64([2 * I]), b.int64([-1]), b.int64([2])]), negLimit, limit]);
+      const glu = b.op1('Mul', [gate, b.op1('Sigmoid', [b.op1('Mul', [gate, alpha])])]);
+      const y = expertLinear(b, b.op1('Mul', [b.op1('Add', [up, one]), glu]), names.down, names.downBias, e); // [n, H]
+      const scale = b.op1('Unsqueeze', [b.op1('Gather', [b.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), b.int64([1])]); // [n, 1]
+      return b.op1('ScatterND', [zeros, b.op1('Unsqueeze', [rows, b.int64([1])]), b.op1('Mul', [y, scale])]);
+    });
+  }
   return g.op1('Reshape', [out, shape]);
 }

@@ -6,13 +6,13 @@
  *   probs    = Softmax(x Wrᵀ) in float32 (Hugging Face's `softmax(..., dtype=float)`)
  *   w, idx   = TopK(probs, k); w /= Σw when renormalized
  *   dense    = ScatterElements(0 [T, E], idx, w)            the routing weight of every (token, expert)
- *   for each expert e some token chose (a tree of Ifs over the experts, expert-gate.ts):
+ *   for each expert e some token chose (an If per expert, expert-gate.ts):
  *     rows   = NonZero(dense[:, e])                         the tokens routed to e
  *     y_e    = down_e(silu(gate_e(x[rows])) · up_e(x[rows])) · dense[rows, e]
  *     out   += ScatterND(0 [T, H], rows, y_e)
  *   out     += sigmoid(x Wsgᵀ) · shared(x)                  (Qwen2-MoE's shared expert)
  *
- * An expert no token chose is skipped by the tree of Ifs (at most 2·k·⌈log2 E⌉ If runs): its weights
+ * An expert no token chose skips its branch (two node runs: its flag and the If): its weights
  * are not read, so a decode step reads only its chosen experts' bytes and runs only their
  * nodes, and each entry of a batch is routed by its own row.
  * A prefill reads each chosen expert once for all the tokens routed to it (no copy of the
@@ -29,7 +29,7 @@ import type { GraphWeights } from '../weight-plan.ts';
 import { moeLayerNames, type MlpNames, type MoeLayerNames } from './moe-names.ts';
 import { isSparseLayer } from './moe-config.ts';
 import { emitGptOssMoe } from './gpt-oss-graph.ts';
-import { addChosenExperts } from './expert-gate.ts';
+import { addIfUsed, expertsUsed } from './expert-gate.ts';
 
 const typeOf = (dtype: ActivationDtype) => (dtype === 'fp16' ? OnnxType.FLOAT16 : OnnxType.FLOAT);
 
@@ -76,14 +76,17 @@ export function emitMoeBlock(g: GraphBuilder, x: string, config: ModelConfig, la
   const routing = t === OnnxType.FLOAT ? routed : g.op1('Cast', [routed], { to: t });
 
   const zeros = g.op1('ConstantOfShape', [g.op1('Shape', [tokens])], { value: zero(t) }); // [T, H]
-  let out = addChosenExperts(g, routed, names.experts.length, zeros, t, H, `l${layer}_experts`, (b, e) => {
-    const expert = names.experts[e];
-    const column = b.int64([e], []);
-    const rows = b.op1('Reshape', [b.op1('NonZero', [b.op1('Gather', [routed, column], { axis: 1 })]), b.int64([-1])]); // [n]
-    const picked = b.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
-    const y = emitSwiGlu(b, picked, expert, weights, `l${layer}_e${e}_gate_up`);
-    const scale = b.op1('Unsqueeze', [b.op1('Gather', [b.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), b.int64([1])]); // [n, 1]
-    return b.op1('ScatterND', [zeros, b.op1('Unsqueeze', [rows, b.int64([1])]), b.op1('Mul', [y, scale])]); // [T, H]
+  const used = expertsUsed(g, routed);
+  let out = zeros;
+  names.experts.forEach((expert, e) => {
+    out = addIfUsed(g, used, e, out, t, H, `l${layer}_e${e}`, (b) => {
+      const column = b.int64([e], []);
+      const rows = b.op1('Reshape', [b.op1('NonZero', [b.op1('Gather', [routed, column], { axis: 1 })]), b.int64([-1])]); // [n]
+      const picked = b.op1('Gather', [tokens, rows], { axis: 0 }); // [n, H]
+      const y = emitSwiGlu(b, picked, expert, weights, `l${layer}_e${e}_gate_up`);
+      const scale = b.op1('Unsqueeze', [b.op1('Gather', [b.op1('Gather', [routing, column], { axis: 1 }), rows], { axis: 0 }), b.int64([1])]); // [n, 1]
+      return b.op1('ScatterND', [zeros, b.op1('Unsqueeze', [rows, b.int64([1])]), b.op1('Mul', [y, scale])]); // [T, H]
+    });
   });
   if (names.shared) {
     const shared = emitSwiGlu(g, tokens, names.shared, weights, `l${layer}_shared_gate_up`);
