@@ -114,6 +114,8 @@ export class UnloadSweep {
       return;
     }
     if (since >= this.generation) return;
+    // The plan may have taken it back in this turn (its plan-change microtask has not run yet).
+    if (this.planned()?.has(held)) return void this.unusedSince.delete(held);
     const peer = this.membership.get(held.peerId);
     if (peer && this.loader.unloads(peer)) void this.loader.unload(peer, held.range);
   }
