@@ -77,6 +77,7 @@ describe('slow clients are bounded by --request-timeout', () => {
       expect(answer.stillOpen).toBe(false);
       expect(answer.status).toBe(408);
       expect(answer.headers.connection).toBe('close');
+      expect(answer.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/); // like every other response (Node's own 408 included)
       expect(openAIError(answer.body).code).toBe('request_timeout');
       expect(answer.closedAfterMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
     }

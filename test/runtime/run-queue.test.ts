@@ -37,6 +37,8 @@ describe('RunQueue', () => {
 function countingSession() {
   const stats = { active: 0, maxActive: 0, runs: 0 };
   const session = {
+    inputNames: ['hidden_states', 'past_key_values.0.key', 'past_key_values.0.value'],
+    outputNames: [SHARD_OUTPUT_HIDDEN, presentKeyName(0), presentValueName(0)],
     async run(feeds: Record<string, ort.Tensor>) {
       stats.runs++;
       stats.active++;

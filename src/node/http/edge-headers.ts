@@ -21,8 +21,13 @@ import type { CorsPolicy } from './cors.ts';
 /** A client's `x-request-id` is echoed when it matches this (UUIDs, ULIDs, trace ids, base64). */
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
+/** A new request id, `req_<32 hex>`. */
+export function newRequestId(): string {
+  return `req_${randomUUID().replaceAll('-', '')}`;
+}
+
 /** The client's `x-request-id` when well formed, otherwise a new `req_<32 hex>`. */
-export function requestIdFor(request: Request, generate: () => string = () => `req_${randomUUID().replaceAll('-', '')}`): string {
+export function requestIdFor(request: Request, generate: () => string = newRequestId): string {
   const sent = request.headers.get('x-request-id');
   return sent !== null && CLIENT_REQUEST_ID.test(sent) ? sent : generate();
 }

@@ -1,5 +1,6 @@
 /** Small HTTP helpers for the head's routes: OpenAI-shaped errors and bounded JSON bodies. */
 import { ApiError, clientClosedRequest, invalidJsonBody, mapError, payloadTooLarge, requestTimeout, toErrorBody } from '../openai/errors.ts';
+import { newRequestId } from './edge-headers.ts';
 
 /** How much of a request body the head reads, and for how long. */
 export interface BodyLimits {
@@ -36,10 +37,12 @@ export function errorResponse(error: unknown): Response {
 
 /**
  * The raw answer to a request Node refused before the app saw it (start-server's
- * `clientError`): late headers → 408, headers too large → 431, anything else unparsable → 400;
- * each with an OpenAI error body and `connection: close`.
+ * `clientError`): late headers or a body still arriving at Node's own request timeout → 408,
+ * headers too large → 431, anything else unparsable → 400; each with an OpenAI error body,
+ * a new `x-request-id` (like every other response: its request's headers may never have
+ * been read) and `connection: close`.
  */
-export function clientErrorAnswer(error: NodeJS.ErrnoException, timeoutMs: number): { status: number; raw: string } {
+export function clientErrorAnswer(error: NodeJS.ErrnoException, timeoutMs: number, requestId: string = newRequestId()): { status: number; raw: string } {
   const api =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? requestTimeout(timeoutMs)
@@ -48,7 +51,7 @@ export function clientErrorAnswer(error: NodeJS.ErrnoException, timeoutMs: numbe
         : new ApiError(400, 'The request is not valid HTTP/1.1.', { type: 'invalid_request_error', code: 'bad_request' });
   const body = JSON.stringify(toErrorBody(api));
   const reason = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[api.status as 400 | 408 | 431];
-  return { status: api.status, raw: `HTTP/1.1 ${api.status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}` };
+  return { status: api.status, raw: `HTTP/1.1 ${api.status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}` };
 }
 
 /**
