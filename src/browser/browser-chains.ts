@@ -20,11 +20,17 @@ export function dialFromTab(url: string, timeoutMs = 10_000): Promise<DialledLin
     return Promise.reject(new Error('this page is not a secure context (https or localhost): it cannot prove the join token to another peer'));
   }
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`could not connect within ${timeoutMs} ms`)), timeoutMs);
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(new Error(`could not connect within ${timeoutMs} ms`));
+    }, timeoutMs);
     openBrowserSocket(url).then(
-      (socket) => {
+      (link) => {
         clearTimeout(timer);
-        resolve(socket);
+        // Opened after the dial gave up: nobody will use it, so it must not stay open.
+        if (late) link.socket.close(1000, 'dial timed out');
+        else resolve(link);
       },
       (error: unknown) => {
         clearTimeout(timer);

@@ -60,7 +60,10 @@ it('other streams keep producing tokens while a new schema compiles', async () =
       if (!abort.signal.aborted) throw error;
     }
   });
-  while (arrivals.length < 20) await new Promise((resolve) => setTimeout(resolve, 10));
+  // Until 20 tokens arrived; a stream that failed first ends the wait with its error.
+  const failed = Promise.race(streams).then(() => Promise.reject(new Error('a stream ended before 20 tokens arrived')));
+  failed.catch(() => {});
+  while (arrivals.length < 20) await Promise.race([new Promise((resolve) => setTimeout(resolve, 10)), failed]);
 
   const delay = monitorEventLoopDelay({ resolution: 5 });
   delay.enable();
