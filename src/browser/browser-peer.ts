@@ -204,6 +204,8 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
    * GPU is lost; else dial again after a capped, jittered back-off, forever, keeping the shard
    * (its artifacts and loaded ranges: a head that comes back with the same model finds them).
    */
+  /** Ends the back-off sleep at once (close() while reconnecting). */
+  let wake: (() => void) | undefined;
   const lost = (reason: string) => {
     current = undefined;
     if (stopped || gpuLost || status.state === 'refused' || policy === false) return end(reason);
@@ -213,7 +215,11 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
     void (async () => {
       for (let attempt = 0; ; attempt++) {
         const delay = backoffDelays({ baseMs: policy.baseMs, maxMs: policy.maxMs, attempts: Math.min(attempt, 30) + 1, jitter: 0.5 }).at(-1)!;
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          wake = () => (clearTimeout(timer), resolve());
+        });
+        wake = undefined;
         if (stopped) return end(reason);
         try {
           const socket = await openBrowserSocket(options.headUrl);
@@ -235,6 +241,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
       stopped = true;
       if (current) current.socket.close(1000, 'tab left the mesh');
       else if (status.state !== 'reconnecting') end('tab left the mesh');
+      else wake?.(); // a dial in flight ends when it settles
     },
   };
 }

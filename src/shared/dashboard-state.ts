@@ -192,6 +192,11 @@ export function emptyState(
   };
 }
 
+/** `next` (an update, which knows nothing of rejoins) with the rejoin count `before` had. */
+function withRejoins(next: PeerView, before: PeerView): PeerView {
+  return next.rejoins === undefined && before.rejoins !== undefined ? { ...next, rejoins: before.rejoins } : next;
+}
+
 /**
  * The next state after `event`. Never mutates `state` and never throws: updates for
  * unknown peers or sessions leave the state as it is. `peer.joined` adds or replaces the
@@ -200,11 +205,6 @@ export function emptyState(
  * (which drops only a gone peer). `session.finished` moves the session (known or not) to the front of
  * `finished`, capped at FINISHED_SESSIONS_CAP.
  */
-/** `next` (an update, which knows nothing of rejoins) with the rejoin count `before` had. */
-function withRejoins(next: PeerView, before: PeerView): PeerView {
-  return next.rejoins === undefined && before.rejoins !== undefined ? { ...next, rejoins: before.rejoins } : next;
-}
-
 export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
   switch (event.kind) {
     case 'snapshot':

@@ -20,9 +20,11 @@ export function fnv1a64(text: string): string {
 
 /**
  * Bumped when the graphs built for the same checkpoint change meaning, so cached artifacts of
- * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs; 3: windowed layers read `seqlens_k_window`).
+ * an older builder are not reused (2: sliding windows and Gemma/Phi-3 parts in the graphs; 3: windowed layers read `seqlens_k_window`;
+ * 4: MoE experts behind If nodes, run only when a token chose them, and split sizes shared across layers — a cached artifact of
+ * format 3 would still answer the same, but keep the slower graph until the cache was emptied).
  */
-export const GRAPH_FORMAT = 3;
+export const GRAPH_FORMAT = 4;
 
 export function modelKey(checkpoint: Pick<Checkpoint, 'config' | 'tensors' | 'files'>): string {
   const parts: string[] = [`graph-format ${GRAPH_FORMAT}`, JSON.stringify(checkpoint.config)];
