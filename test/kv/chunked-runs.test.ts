@@ -6,35 +6,16 @@
  * onnxruntime-node's CPU provider and on onnxruntime-web's wasm.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_RUN_POSITIONS } from '../../src/core/runtime/ort-shard-executor.ts';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
-import { loadLocalPipeline, type LoadedPipeline, type LocalModel } from '../../src/node/local-model.ts';
-import { fixtureModel, maxAbsDiff, tempDir } from '../engine/harness.ts';
-import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
+import { loadLocalPipeline, type LoadedPipeline } from '../../src/node/local-model.ts';
+import { maxAbsDiff } from '../engine/harness.ts';
+import { useKvModel } from './kv-model.ts';
 import { referenceTokens } from './teacher-forcing.ts';
 
 const PROMPT = 2 * MAX_RUN_POSITIONS + 45; // three runs, the last one partial
-let root: { dir: string; remove: () => Promise<void> };
-let model: LocalModel;
-
-beforeAll(async () => {
-  root = await tempDir('kv-chunked');
-  process.env.MESHNET_HOME = root.dir;
-  model = await fixtureModel(root.dir, 'chunked', {
-    ...TINY_PRESETS.llama,
-    dtype: 'F32',
-    seed: 23,
-    hiddenSize: 32,
-    numHeads: 4,
-    numKvHeads: 2,
-    intermediateSize: 48,
-    numLayers: 2,
-    vocabSize: 96,
-    maxPositionEmbeddings: 1024,
-  });
-});
-afterAll(() => root.remove());
+const kv = useKvModel('chunked', 23, 1024);
 
 async function forward(p: LoadedPipeline, embedder: LoadedPipeline, sessionId: string, ids: number[], position: number): Promise<Activations> {
   let hidden: Activations = await embedder.head.embed(ids);
@@ -46,11 +27,11 @@ describe('pooled runs of a long step', () => {
   for (const device of ['cpu', 'wasm']) {
     it(`a ${PROMPT}-position prefill in runs of ${MAX_RUN_POSITIONS} equals one unpooled run within 1e-5, and decode after it too (${device})`, async () => {
       const ranges = [{ start: 0, end: 1 }, { start: 1, end: 2 }];
-      const pooled = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1 });
-      const reference = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1, kvMode: 'replace' });
+      const pooled = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1 });
+      const reference = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1, kvMode: 'replace' });
       try {
         const sessionId = randomUUID();
-        const tokens = referenceTokens(PROMPT + 8, model.checkpoint.config.vocabSize, 5);
+        const tokens = referenceTokens(PROMPT + 8, kv.model.checkpoint.config.vocabSize, 5);
         const a = await forward(pooled, reference, sessionId, tokens.slice(0, PROMPT), 0);
         const b = await forward(reference, reference, sessionId, tokens.slice(0, PROMPT), 0);
         expect(a.tokens).toBe(PROMPT);

@@ -12,35 +12,16 @@
  *   (rollback) the next batched round still equals the entries alone.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
 import type { OrtShardExecutor } from '../../src/core/runtime/ort-shard-executor.ts';
-import { loadLocalPipeline, type LoadedPipeline, type LocalModel } from '../../src/node/local-model.ts';
-import { fixtureModel, maxAbsDiff, tempDir } from '../engine/harness.ts';
-import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
+import { loadLocalPipeline, type LoadedPipeline } from '../../src/node/local-model.ts';
+import { maxAbsDiff } from '../engine/harness.ts';
+import { useKvModel } from './kv-model.ts';
 import { referenceTokens, teacherForce } from './teacher-forcing.ts';
 
 const POSITIONS = 1100;
-let root: { dir: string; remove: () => Promise<void> };
-let model: LocalModel;
-
-beforeAll(async () => {
-  root = await tempDir('kv-in-place');
-  process.env.MESHNET_HOME = root.dir;
-  model = await fixtureModel(root.dir, 'in-place', {
-    ...TINY_PRESETS.llama,
-    dtype: 'F32',
-    seed: 29,
-    hiddenSize: 32,
-    numHeads: 4,
-    numKvHeads: 2,
-    intermediateSize: 48,
-    numLayers: 2,
-    vocabSize: 96,
-    maxPositionEmbeddings: 1536,
-  });
-});
-afterAll(() => root.remove());
+const kv = useKvModel('in-place', 29, 1536);
 
 const ranges = [{ start: 0, end: 1 }, { start: 1, end: 2 }];
 const rows = (a: Activations, from: number, count: number) => a.data.subarray(from * a.hiddenSize, (from + count) * a.hiddenSize);
@@ -65,12 +46,12 @@ async function batched(p: LoadedPipeline, entries: { sessionId: string; ids: num
 describe('attention reading the pooled KV in place', () => {
   for (const device of ['cpu', 'wasm']) {
     it(`equals the GroupQueryAttention graph within 1e-5 on the logits over ${POSITIONS} positions (${device})`, async () => {
-      const inPlace = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1, attention: 'in-place' });
-      const gqa = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1 });
+      const inPlace = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1, attention: 'in-place' });
+      const gqa = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1 });
       try {
         expect(inPlace.stages.map((s) => (s.executor as OrtShardExecutor).mixesLengths)).toEqual([true, true]);
         expect(gqa.stages.map((s) => (s.executor as OrtShardExecutor).mixesLengths)).toEqual([false, false]);
-        const tokens = referenceTokens(POSITIONS, model.checkpoint.config.vocabSize, 11);
+        const tokens = referenceTokens(POSITIONS, kv.model.checkpoint.config.vocabSize, 11);
         const result = await teacherForce(inPlace, gqa, tokens, { chunk: 100, singleFrom: 900, rollbackAt: 1000, rollbackBy: 3, sessionId: randomUUID() });
         expect(result.steps).toBeGreaterThan(200);
         expect(result.maxDiff, `worst at position ${result.worstPosition}`).toBeLessThan(1e-5);
@@ -81,9 +62,9 @@ describe('attention reading the pooled KV in place', () => {
     }, 120_000);
 
     it(`a 300-position prefill and a batch mixing single- and several-position entries equal sequential decode and each entry alone (${device})`, async () => {
-      const p = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1, attention: 'in-place' });
+      const p = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1, attention: 'in-place' });
       try {
-        const vocab = model.checkpoint.config.vocabSize;
+        const vocab = kv.model.checkpoint.config.vocabSize;
         // Prefill (runs of ≤ 128) against one position at a time.
         const prompt = referenceTokens(300, vocab, 3);
         const whole = await alone(p, 'prefill', prompt, 0);

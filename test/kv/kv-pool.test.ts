@@ -13,45 +13,25 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KV_BLOCK_POSITIONS } from '../../src/core/runtime/kv-state.ts';
-import { loadLocalPipeline, type LocalModel } from '../../src/node/local-model.ts';
-import { fixtureModel, tempDir } from '../engine/harness.ts';
-import { TINY_PRESETS } from '../fixtures/checkpoints.ts';
+import { loadLocalPipeline } from '../../src/node/local-model.ts';
+import { useKvModel } from './kv-model.ts';
 import { referenceTokens, teacherForce } from './teacher-forcing.ts';
 
 const POSITIONS = 1040;
-let root: { dir: string; remove: () => Promise<void> };
-let model: LocalModel;
-
-beforeAll(async () => {
-  root = await tempDir('kv-pool');
-  process.env.MESHNET_HOME = root.dir;
-  model = await fixtureModel(root.dir, 'long', {
-    ...TINY_PRESETS.llama,
-    dtype: 'F32',
-    seed: 17,
-    hiddenSize: 32,
-    numHeads: 4,
-    numKvHeads: 2,
-    intermediateSize: 48,
-    numLayers: 2,
-    vocabSize: 96,
-    maxPositionEmbeddings: 1536,
-  });
-});
-afterAll(() => root.remove());
+const kv = useKvModel('long', 17, 1536);
 
 describe('KV pool', () => {
   for (const device of ['cpu', 'wasm']) {
     it(`equals the unpooled path within 1e-4 at every one of ${POSITIONS} positions on ${device}, and frees to zero`, async () => {
       const ranges = [{ start: 0, end: 1 }, { start: 1, end: 2 }];
-      const pooled = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1 });
-      const reference = await loadLocalPipeline(model, { ranges, device, dtype: 'fp32', threads: 1, kvMode: 'replace' });
+      const pooled = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1 });
+      const reference = await loadLocalPipeline(kv.model, { ranges, device, dtype: 'fp32', threads: 1, kvMode: 'replace' });
       try {
         expect(pooled.stages.map((s) => (s.executor as { kvMode?: string }).kvMode)).toEqual(['pool', 'pool']);
         const sessionId = randomUUID();
-        const tokens = referenceTokens(POSITIONS, model.checkpoint.config.vocabSize);
+        const tokens = referenceTokens(POSITIONS, kv.model.checkpoint.config.vocabSize);
         const result = await teacherForce(pooled, reference, tokens, { chunk: 5, singleFrom: 5, rollbackAt: 700, rollbackBy: 3, sessionId });
         expect(result.steps).toBeGreaterThan(POSITIONS - 5);
         expect(result.maxDiff, `worst at position ${result.worstPosition}`).toBeLessThan(1e-4);
@@ -77,10 +57,10 @@ describe('KV pool', () => {
   const swiftshader = '/usr/lib/chromium/vk_swiftshader_icd.json';
   // Skipped only where Chromium (and so its software Vulkan) is not installed; .ci/run installs it.
   it.skipIf(!existsSync(swiftshader))('on onnxruntime-node WebGPU over SwiftShader (KV in GPU buffers) equals the unpooled CPU path within 1e-4', async () => {
-    const env = { ...process.env, LD_LIBRARY_PATH: '/usr/lib/chromium', VK_ICD_FILENAMES: swiftshader, MESHNET_HOME: root.dir };
+    const env = { ...process.env, LD_LIBRARY_PATH: '/usr/lib/chromium', VK_ICD_FILENAMES: swiftshader, MESHNET_HOME: kv.home };
     const child = path.join(import.meta.dirname, 'pool-webgpu-child.ts');
     const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn(process.execPath, ['--import', 'tsx', child, path.join(root.dir, 'long'), String(POSITIONS)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const p = spawn(process.execPath, ['--import', 'tsx', child, path.join(kv.home, 'long'), String(POSITIONS)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       p.stdout.on('data', (d) => (stdout += d));
