@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { joinTab, oneProcessGreedy, SOFTWARE_GPU_DEADLINES, startStoriesHead, STORIES_DIR, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, oneProcessGreedy, SOFTWARE_GPU_DEADLINES, startStoriesHead, STORIES_DIR, streamClosingTab, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -109,16 +109,8 @@ test('closing the tab mid-stream: the stream completes with the same tokens, ser
     await waitForPeers(serving, 1);
     await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=a-tab');
     await waitForPeers(serving, 2);
-    const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
-    const stream = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0, stream: true });
-    let text = '';
-    let chunks = 0;
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.text ?? '';
-      if (++chunks === 5) await page.close();
-    }
+    const { text, session } = await streamClosingTab(serving, page);
     expect(text).toBe(oneProcessGreedy([1], 40).text);
-    const session = serving.store.state.finished[0];
     expect(session.state).toBe('finished');
     expect(session.repairs.some((r) => r.kind === 'replaced' && r.lostPeerId === 'a-tab')).toBe(true);
     expect(session.hops.every((h) => h.peerId === 'local-1')).toBe(true);

@@ -10,7 +10,7 @@ import { expect } from '@playwright/test';
 import OpenAI from 'openai';
 import type { ServingHead } from '../../src/node/serve/serve-head.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { oneProcessGreedy, test, useTempHome } from './mesh-fixture.ts';
+import { oneProcessGreedy, streamClosingTab, test, useTempHome } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -44,16 +44,8 @@ test('Node peer + tab + Node peer chained: the tab forwards straight to the next
   await dashboard.close();
 
   // The tab mid-chain goes away mid-stream: a Node peer takes its range, rebuilt from the head's history.
-  const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
-  const stream = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0, stream: true });
-  let text = '';
-  let chunks = 0;
-  for await (const chunk of stream) {
-    text += chunk.choices[0]?.text ?? '';
-    if (++chunks === 5) await page.close();
-  }
+  const { text, session: after } = await streamClosingTab(serving, page);
   expect(text).toBe(oneProcessGreedy([1], 40).text);
-  const after = serving.store.state.finished[0];
   expect(after.state).toBe('finished');
   expect(after.repairs.some((r) => r.kind === 'replaced' && r.lostPeerId === 'local-1b')).toBe(true);
   expect(after.hops.map((h) => h.peerId)).not.toContain('local-1b');

@@ -4,9 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { test as base, type Page } from '@playwright/test';
+import OpenAI from 'openai';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { serveHead, type ServeOptions, type ServingHead } from '../../src/node/serve/serve-head.ts';
 import { testHeadOptions } from '../fixtures/test-head.ts';
+import { specFetch } from '../openapi/spec-fetch.ts';
 
 export const STORIES_DIR = path.resolve(import.meta.dirname, '../fixtures/models/stories260k');
 const BIN = path.resolve(import.meta.dirname, '../../bin/meshnet.js');
@@ -46,6 +48,22 @@ export function oneProcessGreedy(promptIds: number[], maxTokens: number, extra: 
 export async function joinTab(page: Page, serving: ServingHead, query: string): Promise<void> {
   await page.goto(`${serving.head.url}peer?${query}`);
   await page.waitForFunction(() => ['connected', 'refused', 'disconnected'].includes(document.getElementById('state')?.textContent ?? ''));
+}
+
+/**
+ * Streams a greedy 40-token completion of [1] and closes `page` (its tab) after the fifth chunk:
+ * the streamed text and the finished session's view, for the caller to check the repair.
+ */
+export async function streamClosingTab(serving: ServingHead, page: Page): Promise<{ text: string; session: ServingHead['store']['state']['finished'][number] }> {
+  const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused', fetch: specFetch });
+  const stream = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0, stream: true });
+  let text = '';
+  let chunks = 0;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.text ?? '';
+    if (++chunks === 5) await page.close();
+  }
+  return { text, session: serving.store.state.finished[0] };
 }
 
 /** Wait until `count` non-head peers are in the mesh. */
