@@ -34,11 +34,12 @@ afterAll(() => root.remove());
 const token = (i: number) => (i * 37 + 11) % 120;
 
 describe('windowed KV', () => {
-  it('Gemma 3 (local and global layers): 300-position prefill, decode to 700, reference logits, windowed bytes bounded', async () => {
+  for (const attention of ['gqa', 'in-place'] as const) it(`Gemma 3 (local and global layers): 300-position prefill, decode to 700, reference logits, windowed bytes bounded (${attention})`, async () => {
     const { config } = gemma.checkpoint;
     const weights = await referenceWeights(gemma.checkpoint);
     const all = { start: 0, end: config.numLayers };
-    const p = await pipeline(gemma, [all]);
+    const p = await loadLocalPipeline(gemma, { ranges: [all], device: 'cpu', dtype: 'fp32', threads: 1, attention });
+    expect((p.stages[0].executor as unknown as { mixesLengths: boolean }).mixesLengths).toBe(attention === 'in-place');
     try {
       const kv = new ReferenceKvCache();
       const reference = (ids: number[]) => referenceHead(config, weights, referenceLayers(config, weights, referenceEmbed(config, weights, ids), all, kv).at(-1)!);
@@ -73,11 +74,11 @@ describe('windowed KV', () => {
     }
   });
 
-  it('replace mode (each step returns the whole present, as KV on the GPU does): windowed layers trimmed on the device within the bound, reference logits', async () => {
+  for (const attention of ['gqa', 'in-place'] as const) it(`replace mode (each step returns the whole present, as KV on the GPU does): windowed layers trimmed on the device within the bound, reference logits (${attention})`, async () => {
     const { config } = gemma.checkpoint;
     const weights = await referenceWeights(gemma.checkpoint);
     const all = { start: 0, end: config.numLayers };
-    const p = await loadLocalPipeline(gemma, { ranges: [all], device: 'cpu', dtype: 'fp32', threads: 1, kvMode: 'replace' });
+    const p = await loadLocalPipeline(gemma, { ranges: [all], device: 'cpu', dtype: 'fp32', threads: 1, kvMode: 'replace', attention });
     try {
       expect((p.stages[0].executor as unknown as { kvMode: string }).kvMode).toBe('replace');
       const kv = new ReferenceKvCache();
@@ -142,10 +143,10 @@ describe('windowed KV', () => {
     }
   });
 
-  it('Mistral (every layer windowed): the whole state stops growing; batched decode equals alone', async () => {
+  for (const attention of ['gqa', 'in-place'] as const) it(`Mistral (every layer windowed): the whole state stops growing; batched decode equals alone (${attention})`, async () => {
     const { config } = mistral.checkpoint;
     const all = { start: 0, end: config.numLayers };
-    const p = await pipeline(mistral, [all]);
+    const p = await loadLocalPipeline(mistral, { ranges: [all], device: 'cpu', dtype: 'fp32', threads: 1, attention });
     try {
       const alone: Float32Array[] = [];
       for (let at = 0; at < 600; at++) alone.push(await stepLogits(p, 'a', [token(at)], at));

@@ -18,8 +18,12 @@
  * runs every node whether its output is fetched or not, and a whole-past Concat would cost
  * what GroupQueryAttention's present did).
  *
- * Only for layers GroupQueryAttention has nothing extra for: no window, no softcap, no sinks,
- * fp32 activations (`inPlaceAttention` decides).
+ * A sliding-window layer (issue 22) reads its own past length from `seqlens_k_window` (its past
+ * holds only the window's last positions, index c at position start − held + c) and masks keys
+ * a window or more behind each query row, as the TypeScript reference and Hugging Face do; a
+ * softcap (Gemma 2) is tanh(s / cap) · cap on the scores before the masks.
+ *
+ * Not for sinks (gpt-oss) nor fp16 activations (`inPlaceAttention` decides): GroupQueryAttention there.
  */
 import type { GraphBuilder } from './onnx/graph-builder.ts';
 import { OnnxType } from './onnx/onnx-model.ts';
@@ -28,7 +32,7 @@ import type { ActivationDtype } from './activations.ts';
 
 /** Whether a layer's attention runs as plain ops (else GroupQueryAttention). */
 export function inPlaceAttention(attention: LayerAttention, dtype: ActivationDtype, sinks: boolean): boolean {
-  return dtype === 'fp32' && attention.window === undefined && attention.softcap === undefined && !sinks;
+  return dtype === 'fp32' && !sinks;
 }
 
 export interface AttentionShape {
@@ -36,6 +40,10 @@ export interface AttentionShape {
   readonly numKvHeads: number;
   readonly headDim: number;
   readonly scale: number;
+  /** Positions a query sees, itself included (a sliding-window layer). */
+  readonly window?: number;
+  /** Scores become tanh(s / softcap) · softcap (Gemma 2). */
+  readonly softcap?: number;
 }
 
 /** The masks every in-place layer of a graph shares (one past capacity, one batch), built once. */
@@ -43,12 +51,17 @@ export class InPlaceMasks {
   private past?: string;
   private causal?: string;
   private split?: string;
+  private windowPast?: string;
+  private windowCausal?: string;
+  private windowSplit?: string;
 
   constructor(
     private readonly g: GraphBuilder,
     private readonly positionIds: string, // [B, S] int64
     /** [1] int64: past positions the present outputs keep (SHARD_INPUT_PRESENT_HELD); absent: the first entry's past length. */
     private held?: string,
+    /** [B] int32: the windowed layers' seqlens_k (held + S − 1 each), when the graph has windowed layers. */
+    private readonly windowSeqlensK?: string,
   ) {}
 
   get presentHeld(): string {
@@ -84,6 +97,48 @@ export class InPlaceMasks {
     return this.causal;
   }
 
+  /**
+   * A windowed layer's past mask [B, 1, G*S, C]: 0 where past index c holds a key row i of entry
+   * b sees (c < held and (i + held) − c < window: the key's position start − held + c is less
+   * than `window` behind the query's start + i), else -inf.
+   */
+  windowPastMask(pastKey: string, newKey: string, window: number, groups: number): string {
+    if (this.windowPast) return this.windowPast;
+    const g = this.g;
+    const seq = g.op1('Shape', [newKey], { start: 1, end: 2 }); // [1]: S
+    // Without seqlens_k_window (a complete-model export) the windowed layer's past is the whole past.
+    const heldOf = this.windowSeqlensK === undefined
+      ? g.op1('Slice', [this.positionIds, g.int64([0]), g.int64([1]), g.int64([1])])
+      : g.op1('Sub', [g.op1('Add', [g.op1('Cast', [this.windowSeqlensK], { to: OnnxType.INT64 }), g.int64([1])]), seq]);
+    const held = g.op1('Reshape', [heldOf, g.int64([-1, 1, 1, 1])]); // [B, 1, 1, 1]
+    const capacity = g.op1('Squeeze', [g.op1('Shape', [pastKey], { start: 2, end: 3 }), g.int64([0])]);
+    const c = g.op1('Range', [g.int64([0], []), capacity, g.int64([1], [])]); // [C]
+    const rows = g.op1('Unsqueeze', [g.op1('Range', [g.int64([0], []), g.op1('Squeeze', [seq, g.int64([0])]), g.int64([1], [])]), g.int64([1])]); // [S, 1]
+    const behind = g.op1('Sub', [g.op1('Add', [rows, held]), c]); // [B, 1, S, C]: query position − key position
+    const valid = g.op1('And', [g.op1('Less', [c, held]), g.op1('Less', [behind, g.int64([window], [])])]);
+    const mask = this.additive(valid);
+    this.windowPast = groups === 1 ? mask : g.op1('Tile', [mask, g.int64([1, 1, groups, 1])]);
+    return this.windowPast;
+  }
+
+  /** A windowed layer's [G*S, S] mask over the new keys: 0 where j ≤ i and i − j < window, else -inf. */
+  windowCausalMask(newKey: string, window: number, groups: number): string {
+    if (this.windowCausal) return this.windowCausal;
+    const g = this.g;
+    const seq = g.op1('Squeeze', [g.op1('Shape', [newKey], { start: 1, end: 2 }), g.int64([0])]);
+    const index = g.op1('Range', [g.int64([0], []), seq, g.int64([1], [])]);
+    const behind = g.op1('Sub', [g.op1('Unsqueeze', [index, g.int64([1])]), g.op1('Unsqueeze', [index, g.int64([0])])]); // [S, S]: i − j
+    const seen = g.op1('And', [g.op1('Not', [g.op1('Less', [behind, g.int64([0], [])])]), g.op1('Less', [behind, g.int64([window], [])])]);
+    this.windowCausal = this.additive(groups === 1 ? seen : g.op1('Tile', [seen, g.int64([groups, 1])]));
+    return this.windowCausal;
+  }
+
+  /** `splitSizes` of the windowed layers (their past has its own capacity). */
+  windowSplitSizes(pastKey: string, newKey: string): string {
+    this.windowSplit ??= this.g.op1('Concat', [this.g.op1('Shape', [pastKey], { start: 2, end: 3 }), this.g.op1('Shape', [newKey], { start: 1, end: 2 })], { axis: 0 });
+    return this.windowSplit;
+  }
+
   private additive(valid: string): string {
     return this.g.op1('Where', [valid, this.g.float([0], OnnxType.FLOAT, []), this.g.float([-Infinity], OnnxType.FLOAT, [])]);
   }
@@ -100,19 +155,23 @@ export function emitInPlaceAttention(
   masks: InPlaceMasks,
   io: { q: string; newKey: string; newValue: string; pastKey: string; pastValue: string; output: string; presentKey?: string; presentValue?: string },
 ): string {
-  const { numHeads: H, numKvHeads: KVH, headDim: D, scale } = shape;
+  const { numHeads: H, numKvHeads: KVH, headDim: D, scale, window, softcap } = shape;
   const G = H / KVH;
   const t = OnnxType.FLOAT;
+  // tanh(s / cap) · cap: the 1 / cap goes into the query's scale, the tanh and · cap after each product.
+  const capped = (scores: string) => (softcap === undefined ? scores : g.op1('Mul', [g.op1('Tanh', [scores]), g.float([softcap], t, [])]));
   const perHead = (x: string) => g.op1('Transpose', [g.op1('Reshape', [x, g.int64([0, 0, KVH, D])])], { perm: [0, 2, 1, 3] }); // [B, kvH, S, D]
   const q = g.op1('Reshape', [g.op1('Transpose', [g.op1('Reshape', [io.q, g.int64([0, 0, KVH, G, D])])], { perm: [0, 2, 3, 1, 4] }), g.int64([0, 0, -1, D])]); // [B, kvH, G*S, D]
-  const scaled = g.op1('Mul', [q, g.float([scale], t, [])]);
+  const scaled = g.op1('Mul', [q, g.float([softcap === undefined ? scale : scale / softcap], t, [])]);
   const key = perHead(io.newKey);
   const value = perHead(io.newValue);
-  const pastScores = g.op1('MatMul', [scaled, g.op1('Transpose', [io.pastKey], { perm: [0, 1, 3, 2] })]); // [B, kvH, G*S, C]
-  const newScores = g.op1('MatMul', [scaled, g.op1('Transpose', [key], { perm: [0, 1, 3, 2] })]); // [B, kvH, G*S, S]
-  const scores = g.op1('Concat', [g.op1('Add', [pastScores, masks.pastMask(io.pastKey)]), g.op1('Add', [newScores, masks.causalMask(io.newKey, G)])], { axis: -1 });
+  const pastScores = capped(g.op1('MatMul', [scaled, g.op1('Transpose', [io.pastKey], { perm: [0, 1, 3, 2] })])); // [B, kvH, G*S, C]
+  const newScores = capped(g.op1('MatMul', [scaled, g.op1('Transpose', [key], { perm: [0, 1, 3, 2] })])); // [B, kvH, G*S, S]
+  const pastMask = window === undefined ? masks.pastMask(io.pastKey) : masks.windowPastMask(io.pastKey, io.newKey, window, G);
+  const newMask = window === undefined ? masks.causalMask(io.newKey, G) : masks.windowCausalMask(io.newKey, window, G);
+  const scores = g.op1('Concat', [g.op1('Add', [pastScores, pastMask]), g.op1('Add', [newScores, newMask])], { axis: -1 });
   const probs = g.op1('Softmax', [scores], { axis: -1 });
-  const split = masks.splitSizes(io.pastKey, io.newKey);
+  const split = window === undefined ? masks.splitSizes(io.pastKey, io.newKey) : masks.windowSplitSizes(io.pastKey, io.newKey);
   const [pPast, pNew] = g.op('Split', [probs, split], { axis: -1 }, { outputs: 2 });
   const heads = g.op1('Add', [g.op1('MatMul', [pPast, io.pastValue]), g.op1('MatMul', [pNew, value])]); // [B, kvH, G*S, D]
   const rows = g.op1('Transpose', [g.op1('Reshape', [heads, g.int64([0, 0, G, -1, D])])], { perm: [0, 3, 1, 2, 4] }); // [B, S, kvH, G, D]

@@ -226,7 +226,7 @@ export function appendDecoderLayers(
     : positionIds;
   let pending: string | undefined; // the last sub-block's output, not yet added to the residual
   const inPlace = sequence.attention === 'in-place';
-  const masks = new InPlaceMasks(g, positionIds, sequence.presentHeld);
+  const masks = new InPlaceMasks(g, positionIds, sequence.presentHeld, sequence.window?.seqlensK);
   for (let l = range.start; l < range.end; l++) {
     const names = layerTensorNames(config, l);
     const attention = layerAttention(config, l);
@@ -296,7 +296,7 @@ export function appendDecoderLayers(
     )[0];
     const query = rotary(q, numHeads);
     const attended = inPlace && inPlaceAttention(attention, dtype, extra.sinks !== undefined)
-      ? emitInPlaceAttention(g, { numHeads, numKvHeads, headDim: D, scale: attention.scale }, masks, {
+      ? emitInPlaceAttention(g, { numHeads, numKvHeads, headDim: D, scale: attention.scale, ...(attention.window !== undefined ? { window: attention.window } : {}), ...(attention.softcap !== undefined ? { softcap: attention.softcap } : {}) }, masks, {
           q: query, newKey, newValue, pastKey: pastKeyName(l), pastValue: pastValueName(l), output: 'attention_' + l, presentKey: presentKeyName(l), presentValue: presentValueName(l),
         })
       : groupQueryAttention(query);
