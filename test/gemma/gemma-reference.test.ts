@@ -32,7 +32,9 @@ beforeAll(async () => {
 afterAll(() => root.remove());
 
 describe('Gemma shard graphs vs the reference forward pass', () => {
-  for (const [name, options] of Object.entries(GEMMA_CASES)) for (const attention of ['gqa', 'in-place'] as const) {
+  // In place too on the cases with softcaps and windows (the others differ from them in weights only).
+  const inPlaceCases = new Set(['gemma2 tied, softcaps, window 4 on every other layer', 'gemma3 tied, window 3, 1 global in 2, linear rope scaling', 'gemma3 with attention and final softcaps']);
+  for (const [name, options] of Object.entries(GEMMA_CASES)) for (const attention of inPlaceCases.has(name) ? (['gqa', 'in-place'] as const) : (['gqa'] as const)) {
     it(`${name} (${attention})`, async () => {
       const model = await fixtureModelFromFiles(root.dir, name.replace(/\W+/g, '-'), buildGemmaCheckpointFiles(options));
       const { config } = model.checkpoint;
