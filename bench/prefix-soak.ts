@@ -60,5 +60,4 @@ for (let round = 1; round <= rounds; round++) {
   );
 }
 for (const p of m.peers.values()) await p.dispose();
-await m.mesh.close?.();
 process.exit(0);

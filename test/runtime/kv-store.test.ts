@@ -284,9 +284,10 @@ describe('PrefixStore.releaseRange (layers unloaded from the peer)', () => {
     expect(prefixes.keep('b', [state('b', range)], 8)).toBe(1);
     const before = prefixes.bytes;
     expect(prefixes.releaseRange(range)).toBe(2);
-    expect(prefixes.find('a', range, 8)).toBeUndefined();
-    expect(prefixes.find('a', other, 8)).toBeDefined();
-    expect(prefixes.find('b', range, 8)).toBeUndefined();
+    const target = (r: { start: number; end: number }) => new KvState('t', r, ops);
+    expect(prefixes.fork('a', range, 8, target(range))).toBeUndefined();
+    expect(prefixes.fork('a', other, 8, target(other))).toBe(true);
+    expect(prefixes.fork('b', range, 8, target(range))).toBeUndefined();
     expect(prefixes.size).toBe(1);
     expect(prefixes.bytes).toBe(before / 3);
     expect(disposed.filter((id) => id.includes('@2')).length).toBe(8); // k and v of layers 2, 3 for a and b
