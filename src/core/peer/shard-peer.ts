@@ -106,6 +106,7 @@ export class ShardPeer implements ShardService {
           if (message.keepPrefix && this.store) {
             const states = this.store.detach(message.sessionId);
             freedEntries = states.length;
+            this.released.add(message.sessionId);
             // A refused keep (an unknown parent, a shared length beyond it) frees the states and answers a typed error.
             keptPrefixes = this.prefixes.keep(message.keepPrefix.prefixId, states, message.keepPrefix.length, message.keepPrefix.parent);
           } else {

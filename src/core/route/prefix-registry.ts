@@ -152,6 +152,8 @@ export class PrefixRegistry {
       if (common === lengthOf(node) && common < tokens.length && common > (extended ? lengthOf(extended) : -1)) extended = node;
       if (common > (closest?.common ?? 0)) closest = { node, common };
     }
+    // The parent is the entry whose own tail holds the last shared position, not a descendant that only inherits it.
+    while (closest?.node.parent && closest.common <= closest.node.shared) closest = { node: closest.node.parent, common: closest.common };
     const parentOf = (node: Node | undefined, shared: number) => (node ? { parent: { prefixId: node.prefixId, length: shared } } : {});
     let keep: PrefixKeep;
     // Replace the entry the tokens extend, unless another shares more of them (then a child of that one holds less).
