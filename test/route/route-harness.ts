@@ -66,6 +66,11 @@ export class EvictableShardPeer extends ShardPeer {
     this.prefixes.clear();
   }
 
+  /** Set the prefix budget (entries over it are evicted, least recently used first). */
+  setPrefixBudget(bytes: number): void {
+    this.prefixes.setBudget(bytes);
+  }
+
   /** Per prefix entry, a sum over every value of its KV buffers (spare capacity too): unchanged while the entry is not written. */
   prefixChecksums(): Map<string, number> {
     const sums = new Map<string, number>();

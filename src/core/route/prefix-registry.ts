@@ -152,8 +152,7 @@ export class PrefixRegistry {
       if (common === lengthOf(node) && common < tokens.length && common > (extended ? lengthOf(extended) : -1)) extended = node;
       if (common > (closest?.common ?? 0)) closest = { node, common };
     }
-    // The parent is the entry whose own tail holds the last shared position, not a descendant that only inherits it.
-    while (closest?.node.parent && closest.common <= closest.node.shared) closest = { node: closest.node.parent, common: closest.common };
+    closest = closest && this.holder(closest);
     const parentOf = (node: Node | undefined, shared: number) => (node ? { parent: { prefixId: node.prefixId, length: shared } } : {});
     let keep: PrefixKeep;
     // Replace the entry the tokens extend, unless another shares more of them (then a child of that one holds less).
@@ -247,7 +246,18 @@ export class PrefixRegistry {
       const common = this.common(node, tokens);
       if (common > (best?.common ?? 0)) best = { node, common };
     }
-    return best;
+    return best && this.holder(best);
+  }
+
+  /**
+   * The entry whose own tail holds the last of `common` positions, not a descendant that only
+   * inherits them: a fork from it or a child of it needs fewer entries (and survives the
+   * eviction of those descendants).
+   */
+  private holder(best: { node: Node; common: number }): { node: Node; common: number } {
+    let node = best.node;
+    while (node.parent && best.common <= node.shared) node = node.parent;
+    return { node, common: best.common };
   }
 
   /** Positions `node`'s sequence and `tokens` have in common from the start. */
