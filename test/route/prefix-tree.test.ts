@@ -5,15 +5,16 @@
  * sequence plus each other's tail, and so are the head's recorded inputs — not N copies.
  * Sessions forked from a child (its parent's positions joined with its own) and from the
  * root give the one-process greedy answers. Under a budget, children go before their parent;
- * a parent evicted takes its children with it, and a fork from one then starts cold, with the
- * same answer.
+ * a fork from an evicted one starts cold, with the same answer. A peer that announced protocol
+ * 3.2 is sent no parent and keeps whole copies, which fork the same.
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { PrefixRegistry } from '../../src/core/route/prefix-registry.ts';
 import { RouteSession } from '../../src/core/route/route-session.ts';
 import type { StatsMessage } from '../../src/shared/control.ts';
-import { collect, greedy, inProcessMesh, oneProcessTokens, useStories, type TestMesh } from './route-harness.ts';
+import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
+import { collect, createPeer, greedy, inProcessMesh, oneProcessTokens, useStories, type TestMesh } from './route-harness.ts';
 
 const stories = useStories('prefix-tree');
 const MAX = 8;
@@ -87,5 +88,24 @@ describe('prefix entries as a tree', () => {
     expect(registry.stats().misses).toBe(misses + 1);
     expect(cold.ids).toEqual(await oneProcessTokens(stories.ctx, missed, MAX));
     for (const s of peerStats(m)) expect(s).toMatchObject({ kvEntries: 0, kvBytes: 0 });
+  }, 60_000);
+
+  it('a 3.2 peer is sent no parent: it keeps whole copies, the 3.3 peer tails; forks from the child still give the one-process answer', async () => {
+    const m = inProcessMesh(stories.ctx, 1, undefined, {}, 64 * 2 ** 20);
+    const old = createPeer(stories.ctx, 1 << 30, 64 * 2 ** 20);
+    m.peers.set('p2', old);
+    m.mesh.addPeer({ id: 'p2', runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link: new InProcessLink(old), protocol: { major: 3, minor: 2 } });
+    const registry = new PrefixRegistry();
+    const first = await run(m, [...SYSTEM, ...question(0)], registry);
+    const perPosition = peerStats(m).map((s) => s.prefixBytes! / first.sequence.length);
+    const second = await run(m, [...SYSTEM, ...question(1)], registry);
+    expect(second.cached).toBe(SYSTEM.length);
+    const [tree, whole] = peerStats(m);
+    expect(tree.prefixBytes, 'the 3.3 peer: the first sequence and the second tail').toBe(perPosition[0] * (first.sequence.length + second.sequence.length - SYSTEM.length));
+    expect(whole.prefixBytes, 'the 3.2 peer: two whole copies').toBe(perPosition[1] * (first.sequence.length + second.sequence.length));
+    const fromChild = [...second.sequence, 40, 41];
+    const warm = await run(m, fromChild, registry);
+    expect(warm.cached).toBe(second.sequence.length);
+    expect(warm.ids).toEqual(await oneProcessTokens(stories.ctx, fromChild, MAX));
   }, 60_000);
 });
