@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 3, minor: 2 } as const;
+export const PROTOCOL_VERSION = { major: 3, minor: 3 } as const;
 
 /**
  * The first minor version (of major 3) whose peers keep the position rule (3.1): a frame
@@ -27,6 +27,14 @@ export const POSITION_RULE_MINOR = 1;
  * (`unknown_kind`) and a `chain` message (`unknown_kind`), so it can only ever be sent star frames.
  */
 export const CHAIN_MINOR = 2;
+
+/**
+ * The first minor version (of major 3) whose peers keep prefix entries as a tree (3.3):
+ * `release.keepPrefix.parent` names an entry the kept sequence shares its first positions
+ * with, and the peer keeps only the rest. A head names parents only to peers that announced
+ * at least this; an older peer drops the field and keeps a whole copy.
+ */
+export const PREFIX_TREE_MINOR = 3;
 
 /*
  * Protocol history (version → what changed):
@@ -82,6 +90,18 @@ export const CHAIN_MINOR = 2;
  *   frame is accepted only from the sender `chain.from` names for its session and range.
  *   Minor, because the header is unchanged and a 3.1 peer refuses both new kinds: a head
  *   chains only through peers that announced 3.2 (`CHAIN_MINOR`).
+ * - 3.3 (issue 27, each prefix once): `release.keepPrefix.parent` (`{ prefixId, length }`,
+ *   optional; control.ts, beside the codec): the kept sequence's first `parent.length`
+ *   positions are those of prefix entry `parent.prefixId`, so the peer keeps only positions
+ *   [parent.length, keepPrefix.length) and a `fork` joins the parent's positions (and its
+ *   ancestors') with them (core/runtime/prefix-store.ts): N answers to one system prompt hold
+ *   the prompt once per hop. Checked at the edge: a parent equal to the entry or sharing no
+ *   fewer positions than it is a `protocol_error` (decoder); a parent the peer does not hold
+ *   is a `cache_miss`, a shared length beyond the parent's, or a parent that descends from the
+ *   entry, a `protocol_error` (the store); a refused keep still frees the session's KV. A peer
+ *   evicts an entry with its descendants, leaves first. Minor, because the field is optional:
+ *   a head names parents only to peers that announced 3.3 (`PREFIX_TREE_MINOR`); a 3.2 peer
+ *   drops it and keeps a whole copy, which forks the same.
  */
 
 export interface ProtocolVersion {

@@ -24,6 +24,8 @@ export interface HopLease {
    * speculative step runs on a route through it. Absent: true.
    */
   readonly rollback?: boolean;
+  /** The peer keeps prefix entries as a tree (protocol 3.3): a keep may name a parent. Absent: true. */
+  readonly prefixTree?: boolean;
   /** The peer runs chained routes (protocol 3.2): absent, every frame to it goes head → peer → head. */
   readonly chain?: ChainAccess;
 }
