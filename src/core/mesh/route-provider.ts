@@ -26,6 +26,12 @@ export interface HopLease {
   readonly rollback?: boolean;
   /** The peer runs chained routes (protocol 3.2): absent, every frame to it goes head → peer → head. */
   readonly chain?: ChainAccess;
+  /**
+   * The session sends this hop no more frames (it was replaced, or the session moved to another
+   * route) but keeps the link open for its release at the end: the range no longer counts as
+   * leased by it, so the mesh may unload it. Idempotent; closing the link does the same.
+   */
+  readonly retire?: () => void;
 }
 
 /** How a session chains through a hop's peer (protocol 3.2). */
@@ -58,6 +64,12 @@ export interface RouteProvider {
   route(signal?: AbortSignal): Promise<HopLease[]>;
   replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined>;
   reportFault?(peerId: string, range: LayerRange, fault: HopFault): void;
+  /**
+   * True when one of `hops` is in neither the current nor the previous plan (a repair's range,
+   * a plan of the past) and `route()` would answer now without loading anything: the session
+   * moves to a new route at its next step, so the old range can be unloaded.
+   */
+  offPlan?(hops: readonly { readonly peerId: string; readonly range: LayerRange }[]): boolean;
 }
 
 /** Where `--verify`'s witnesses come from (the Mesh). */

@@ -100,6 +100,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       verifier: deps.verifier,
       banned: new Set(),
       adopt: (lease) => this.leases.push(lease),
+      retire: (lease) => lease.retire?.(),
       repaired: (record) => {
         this.telemetry.repairs.push(record);
         this.updated();
@@ -140,6 +141,14 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       for (;;) {
         // The first step (the prompt, or what prefix reuse left of it) drafts nothing: its last
         // token is the one a draft would follow.
+        if (!first && this.deps.route.offPlan?.(this.hops)) {
+          // The route runs through a range no recent plan has: move to the current one, which
+          // prefills every position held so far (the tokens are unchanged; only KV is rebuilt).
+          await this.moveRoute(signal);
+          fed = [...this.sequence.slice(0, position), ...fed];
+          position = 0;
+          first = true;
+        }
         const drafts = first || !this.canRollBack() ? [] : await output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
         first = false;
         signal.throwIfAborted();
@@ -277,6 +286,21 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     if (keep) this.prefixes!.kept(keep, this.sequence, this.hops, kept.every((k, i) => !current.has(this.leases[i]) || k > 0));
     this.updated();
     this.markClosed();
+  }
+
+  /**
+   * Take a new route (RouteProvider.offPlan said the current one is off the plan) and retire the
+   * old hops' leases: no more frames to them, their ranges free to unload; each stays open for
+   * the release at the end (a peer refuses a session's frames once it released it, and the new
+   * route may come back to it).
+   */
+  private async moveRoute(signal: AbortSignal): Promise<void> {
+    const old = this.hops.map((hop) => hop.lease);
+    this.telemetry.hops.length = 0;
+    await this.openRoute(signal);
+    for (const lease of old) lease.retire?.();
+    this.telemetry.moves = (this.telemetry.moves ?? 0) + 1;
+    this.updated();
   }
 
   private async openRoute(signal: AbortSignal): Promise<void> {
