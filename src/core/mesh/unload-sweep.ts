@@ -19,6 +19,7 @@ import type { LayerRange } from '../model/types.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { HeldRangeMap, type HeldRange } from './held-range.ts';
 import type { MeshPeer, Membership } from './membership.ts';
+import { HEAD_PEER_ID } from './plan-route.ts';
 import type { RangeLoader } from './range-loader.ts';
 
 export const DEFAULT_UNLOAD_GRACE_MS = 5000;
@@ -126,9 +127,13 @@ export class UnloadSweep {
     }, ms);
   }
 
-  /** `held`'s last lease closed: a range in neither recent plan goes now (its peer up and not quarantined). */
+  /**
+   * `held`'s last lease closed: a range in neither recent plan goes now (its peer up and not
+   * quarantined) — but the head's own (a `--verify` witness range, checked again and again)
+   * waits for the next plan change or the grace period.
+   */
   private unloadIfDue(held: HeldRange): void {
-    if (this.loader.isLoading(held) || this.leased.has(held) || !this.planned() || this.wanted(held)) return;
+    if (held.peerId === HEAD_PEER_ID || this.loader.isLoading(held) || this.leased.has(held) || !this.planned() || this.wanted(held)) return;
     const peer = this.membership.get(held.peerId);
     if (peer && !peer.quarantine && this.loader.unloads(peer)) void this.loader.unload(peer, held.range);
   }
