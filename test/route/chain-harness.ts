@@ -4,11 +4,11 @@
  * real Mesh; each peer may be wrapped (a FaultyPeer) and its head link counts star frames.
  */
 import { batchedChainRuns, type BatchedChainRuns } from '../../src/core/mesh/batched-chain-runs.ts';
-import type { BatchingStats } from '../../src/core/mesh/batching-link.ts';
 import { Mesh, type MeshOptions } from '../../src/core/mesh/mesh.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { ChainForwarder } from '../../src/core/peer/chain-forwarder.ts';
 import { InProcessChains } from '../../src/core/peer/in-process-chain.ts';
+import { decodeLaneFrame, laneFrameKind } from '../../src/core/frames/lane-frame-codec.ts';
 import type { ShardPeer, ShardService } from '../../src/core/peer/shard-peer.ts';
 import type { ChainPort } from '../../src/core/runtime/chain-port.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
@@ -22,12 +22,14 @@ export interface ChainTestPeer {
   readonly port: ChainPort;
   /** The head's star link to it (counts star frames). */
   readonly link: CountingLink;
-  /** Copies it sent the head. */
+  /** Copies it sent the head (lanes of copy-lanes frames counted one by one). */
   copies: number;
+  /** Frames those copies came in (kind 7 or kind 9). */
+  copyFrames: number;
   /** Chain errors it reported to the head. */
   readonly reports: string[];
   /** With `batched`: its chain frames' batching counts. */
-  readonly batching?: () => BatchingStats;
+  readonly batching?: () => BatchedChainRuns['stats'];
 }
 
 export interface ChainTestMesh {
@@ -59,8 +61,14 @@ export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, pe
     const { forwarder, port } = chains.join(id, service);
     const link = new CountingLink(new InProcessLink(forwarder));
     const r = runs.get(service);
-    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, reports: [], ...(r && { batching: () => r.stats }) };
-    port.listen({ copy: () => peer.copies++, report: (e) => peer.reports.push(`${e.code}: ${e.message}`) });
+    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, copyFrames: 0, reports: [], ...(r && { batching: () => r.stats }) };
+    port.listen({
+      copy: (frame) => {
+        peer.copyFrames++;
+        peer.copies += laneFrameKind(frame) === 'copy-lanes' ? decodeLaneFrame(frame).lanes.length : 1;
+      },
+      report: (e) => peer.reports.push(`${e.code}: ${e.message}`),
+    });
     peers.set(id, peer);
     mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: !undialable.includes(id) } });
   }

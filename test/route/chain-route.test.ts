@@ -73,12 +73,15 @@ describe('a chained route gives the one-process answer', () => {
       expect(sessions.flatMap((s) => s.telemetry.repairs)).toEqual([]);
       expect([...t.peers.values()].flatMap((p) => p.reports)).toEqual([]);
       expect(starFrames(t)).toEqual([0, 0, 0]);
-      // Every hop ran some steps of several sessions as one batched run, and copied each session's output on its own.
+      // Every hop ran some steps of several sessions as one batched run, and copied each session's output (as a lane):
+      // one copy frame per shard run at most (protocol 3.3), fewer frames than copies.
       for (const p of t.peers.values()) {
         const stats = p.batching!();
         expect(stats.batches).toBeGreaterThan(0);
         expect(stats.batchedEntries).toBeGreaterThan(stats.batches);
         expect(p.copies).toBe(sessions.reduce((n, s) => n + s.telemetry.hops[0].frames, 0));
+        expect(p.copyFrames).toBeLessThanOrEqual(stats.batches + stats.singles + stats.prefills);
+        expect(p.copyFrames).toBeLessThan(p.copies);
       }
       if (speculate === 'ngram') expect(sessions.some((s) => s.telemetry.speculation!.drafted > 0)).toBe(true);
       await Promise.all(sessions.map((s) => s.closed));

@@ -257,7 +257,7 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 2 });
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 3 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
     expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);

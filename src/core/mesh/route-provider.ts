@@ -40,6 +40,8 @@ export interface ChainAccess {
   readonly url?: string;
   /** Whether a previous hop can reach it without a URL (an in-process peer). */
   readonly dialable?: boolean;
+  /** Whether it reads lane frames (protocol 3.3, kinds 8 and 9); set by the mesh from the peer's hello. */
+  readonly lanes?: boolean;
 }
 
 /** A fault a session saw on a hop, as it classified it (src/core/route/hop-failure.ts): the kind and why. */
