@@ -13,6 +13,7 @@ import type { ShardPeer, ShardService } from '../../src/core/peer/shard-peer.ts'
 import type { ChainPort } from '../../src/core/runtime/chain-port.ts';
 import { InProcessLink } from '../../src/core/runtime/in-process-link.ts';
 import { meshModel } from '../../src/node/mesh-model.ts';
+import type { ProtocolVersion } from '../../src/shared/protocol.ts';
 import { CountingLink } from './peer-doubles.ts';
 import { CountingProvider, createPeer, type EvictableShardPeer, type StoriesContext } from './route-harness.ts';
 
@@ -28,6 +29,8 @@ export interface ChainTestPeer {
   copyFrames: number;
   /** Chain errors it reported to the head. */
   readonly reports: string[];
+  /** Lane frames (kind 8) its forwarder was handed, by the head or another peer. */
+  laneFramesIn: number;
   /** With `batched`: its chain frames' batching counts. */
   readonly batching?: () => BatchedChainRuns['stats'];
 }
@@ -43,9 +46,9 @@ export interface ChainTestMesh {
  * `n` in-process peers p1…pn that run chained routes; `wrap` puts a double between a forwarder
  * and its shard; `batched`: each peer runs its chain frames through batchedChainRuns, as
  * Node peers and tabs do; `undialable`: peers no other peer can dial (as a tab: the link into
- * them goes through the head).
+ * them goes through the head); `protocols`: what a peer's hello announced (default: this build's).
  */
-export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}, batched = false, undialable: readonly string[] = []): ChainTestMesh {
+export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, peer: ShardPeer) => ShardService, options: Partial<MeshOptions> = {}, batched = false, undialable: readonly string[] = [], protocols: Readonly<Record<string, ProtocolVersion>> = {}): ChainTestMesh {
   const mesh = new Mesh(meshModel(ctx.model, 'stories260k', 'fp32', weightSpec('fp32')), { headLayers: 'none', warmUpFrames: false, ...options }); // no warm-up frames: these tests count star frames
   const runs = new Map<ShardService, BatchedChainRuns>();
   const chains = new InProcessChains(batched ? (service) => {
@@ -61,7 +64,7 @@ export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, pe
     const { forwarder, port } = chains.join(id, service);
     const link = new CountingLink(new InProcessLink(forwarder));
     const r = runs.get(service);
-    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, copyFrames: 0, reports: [], ...(r && { batching: () => r.stats }) };
+    const peer: ChainTestPeer = { shard, forwarder, port, link, copies: 0, copyFrames: 0, laneFramesIn: 0, reports: [], ...(r && { batching: () => r.stats }) };
     port.listen({
       copy: (frame) => {
         peer.copyFrames++;
@@ -69,8 +72,14 @@ export function chainMesh(ctx: StoriesContext, n: number, wrap?: (id: string, pe
       },
       report: (e) => peer.reports.push(`${e.code}: ${e.message}`),
     });
+    const receive = forwarder.receiveChain.bind(forwarder);
+    forwarder.receiveChain = (bytes, sender) => {
+      if (laneFrameKind(bytes) !== undefined) peer.laneFramesIn++;
+      return receive(bytes, sender);
+    };
     peers.set(id, peer);
-    mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: !undialable.includes(id) } });
+    const protocol = protocols[id];
+    mesh.addPeer({ id, runtime: 'node', executionProvider: 'cpu', memoryBudgetBytes: 1 << 30, link, chain: { port, dialable: !undialable.includes(id) }, ...(protocol && { protocol }) });
   }
   return { mesh, provider: new CountingProvider(mesh), chains, peers };
 }

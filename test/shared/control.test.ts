@@ -244,6 +244,17 @@ describe('chain messages (protocol 3.2)', () => {
   });
 });
 
+describe('chain.lanes (protocol 3.3)', () => {
+  const chain = (lanes: unknown) => JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', lanes });
+  it('lanes: true is kept; absent stays absent', () => {
+    expect(parseControlMessage(chain(true))).toMatchObject({ kind: 'chain', lanes: true });
+    expect(parseControlMessage(JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head' }))).not.toHaveProperty('lanes');
+  });
+  it.each([['a string', 'yes'], ['a number', 1]])('refuses lanes as %s', (_name, lanes) => {
+    expect(refusal(chain(lanes))).toMatchObject({ code: 'protocol_error', message: expect.stringMatching(/lanes/) });
+  });
+});
+
 describe('protocol constants', () => {
   it('error codes are pinned', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(

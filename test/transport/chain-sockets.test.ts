@@ -18,7 +18,7 @@ import { collect, CountingProvider, greedy, openSession, useStories } from '../r
 import { createServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
-import { laneFrameKind, peekLanes } from '../../src/core/frames/lane-frame-codec.ts';
+import { encodeLaneFrame, laneFrameKind, peekLanes } from '../../src/core/frames/lane-frame-codec.ts';
 import { JOIN_TOKEN, RawSocket, startStoriesHead } from './transport-harness.ts';
 
 const stories = useStories('chain-sockets');
@@ -175,6 +175,12 @@ describe('peer-to-peer links are as safe as the head\'s', () => {
       const range = { start: 0, end: 5 };
       rogue.send(JSON.stringify({ kind: 'chain', id: 'x', sessionId, range, from: 'rogue', to: { peerId: 'trap', range, url: `ws://127.0.0.1:${port}/peer/ws` } }));
       rogue.send(encodeFrame({ kind: 'chain', requestId: 1, sessionId, startPosition: 0, range, activations: { dtype: 'fp32', data: new Float32Array(64), tokens: 1, hiddenSize: 64 } }));
+      // Nor as lanes of one frame (protocol 3.3), nor a malformed one (a session in two lanes).
+      const lanes = encodeLaneFrame({ kind: 'chain-lanes', range, dtype: 'fp32', hiddenSize: 64, lanes: [sessionId, randomUUID()].map((id, i) => ({ sessionId: id, requestId: i + 2, startPosition: 0, activations: { dtype: 'fp32' as const, data: new Float32Array(64), tokens: 1, hiddenSize: 64 } })) });
+      rogue.send(lanes);
+      const twice = lanes.slice();
+      twice.set(twice.subarray(48, 64), 80);
+      rogue.send(twice);
       await expect(rogue.next(300)).rejects.toThrow(/no message/); // nothing is answered on a peer-to-peer link
       expect(connections).toBe(0);
       expect(target.shard.kvEntries).toBe(0);

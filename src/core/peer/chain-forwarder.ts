@@ -145,7 +145,7 @@ export class ChainForwarder implements ShardService {
     } catch (error) {
       // Refused as a whole; a lane the sender was named for is told so (no one else's).
       const range = peekRange(bytes);
-      const named = range ? peekLanes(bytes).filter((l) => this.table.get(l.sessionId, range)?.from === sender) : [];
+      const named = range ? peekLanes(bytes).filter((l, i, all) => this.table.get(l.sessionId, range)?.from === sender && all.findIndex((o) => o.sessionId === l.sessionId) === i) : [];
       if (named.length === 0) this.report(error, {});
       for (const lane of named) this.report(error, lane);
       return;
