@@ -179,6 +179,26 @@ describe('a hop mid-chain that fails is replaced, same tokens', () => {
   });
 });
 
+describe('lanes: repair stays per session', () => {
+  it('four sessions on a batched chain, p2 killed mid-stream: p1 cannot forward the lane frame, each lane is reported on its own, every session replaces p2 and gives the one-process answer', async () => {
+    const t = chainMesh(stories.ctx, 4, undefined, {}, true);
+    let seen = 0;
+    const kill = () => {
+      if (++seen !== 20) return;
+      t.chains.leave('p2');
+      void t.peers.get('p2')!.link.close('killed');
+    };
+    const sessions = Array.from({ length: 4 }, () => openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain', onUpdate: kill }, PROMPT));
+    const answers = await Promise.all(sessions.map((s) => collect(s)));
+    for (const { ids } of answers) expect(ids).toEqual(stories.expected);
+    // p2 carried every session, so each one replaced it — on its own, from its own history.
+    for (const s of sessions) expect(s.telemetry.repairs).toEqual([expect.objectContaining({ kind: 'replaced', lostPeerId: 'p2', cause: 'lost' })]);
+    const forwards = t.peers.get('p1')!.reports.filter((r) => /route_unavailable: could not forward to p2/.test(r));
+    expect(forwards.length).toBeGreaterThan(0);
+    expect(t.peers.get('p2')!.laneFramesIn).toBeGreaterThan(0); // lanes flowed before the kill
+  });
+});
+
 describe('chain frames only from the sender the head named', () => {
   it('a frame from a peer the head did not name for that session is refused and reported', async () => {
     const t = chainMesh(stories.ctx, 3);
