@@ -1,5 +1,5 @@
 /**
- * Lane frames (protocol 3.3, kinds 8 chain-lanes and 9 copy-lanes): round trip, the single
+ * Lane frames (protocol 3.4, kinds 8 chain-lanes and 9 copy-lanes): round trip, the single
  * frames the lanes stand for, and every malformed field refused with a typed ProtocolError.
  * A 3.2 peer's single-frame decoder refuses both kinds (`unknown_kind`).
  */
@@ -50,7 +50,7 @@ describe('lane frames', () => {
     }
   });
 
-  it('a 3.2 peer refuses both kinds as a single frame (unknown_kind)', () => {
+  it('a 3.3 or older peer refuses both kinds as a single frame (unknown_kind)', () => {
     for (const kind of ['chain-lanes', 'copy-lanes'] as const) expect(() => decodeFrame(encodeLaneFrame(frame(kind)))).toThrow(expect.objectContaining({ code: 'unknown_kind' }));
   });
 

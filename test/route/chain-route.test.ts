@@ -75,7 +75,7 @@ describe('a chained route gives the one-process answer', () => {
       expect([...t.peers.values()].flatMap((p) => p.reports)).toEqual([]);
       expect(starFrames(t)).toEqual([0, 0, 0]);
       // Every hop ran some steps of several sessions as one batched run, and copied each session's output (as a lane):
-      // one copy frame per shard run at most (protocol 3.3), fewer frames than copies.
+      // one copy frame per shard run at most (protocol 3.4), fewer frames than copies.
       for (const p of t.peers.values()) {
         const stats = p.batching!();
         expect(stats.batches).toBeGreaterThan(0);
@@ -92,9 +92,9 @@ describe('a chained route gives the one-process answer', () => {
     });
   }
 
-  for (const old of ['p2', 'p3']) {
-    it(`four sessions on a batched chain where ${old} announced 3.2: no lane frame on that chain (kinds 6 and 7 only), each gives the one-process answer`, async () => {
-      const t = chainMesh(stories.ctx, 3, undefined, {}, true, [], { [old]: { major: 3, minor: 2 } });
+  for (const [old, minor] of [['p2', 2], ['p3', 3]] as const) {
+    it(`four sessions on a batched chain where ${old} announced 3.${minor}: no lane frame on that chain (kinds 6 and 7 only), each gives the one-process answer`, async () => {
+      const t = chainMesh(stories.ctx, 3, undefined, {}, true, [], { [old]: { major: 3, minor } });
       const sessions = Array.from({ length: 4 }, () => openSession(stories.ctx, t.provider, greedy(TOKENS), undefined, { routeMode: 'chain' }, PROMPT));
       const answers = await Promise.all(sessions.map((s) => collect(s)));
       for (const { ids } of answers) expect(ids).toEqual(stories.expected);
@@ -223,7 +223,7 @@ describe('chain frames only from the sender the head named', () => {
     expect(p3.copies).toBe(1);
   });
 
-  it('chain-lanes frames (3.3): a lane for a session the sender was not named for, a NaN lane — refused and reported lane by lane, the others run; duplicate lanes, count and length mismatches — the frame refused, typed, nothing run', async () => {
+  it('chain-lanes frames (3.4): a lane for a session the sender was not named for, a NaN lane — refused and reported lane by lane, the others run; duplicate lanes, count and length mismatches — the frame refused, typed, nothing run', async () => {
     const t = chainMesh(stories.ctx, 3);
     const p3 = t.peers.get('p3')!;
     const m = t.mesh.model;

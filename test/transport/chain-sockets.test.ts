@@ -82,7 +82,7 @@ describe('a chained route over sockets', () => {
     for (const p of m.peers) expect(p.shard.kvEntries).toBe(0);
   });
 
-  it('four sessions at once, speculation on (protocol 3.3): each batched step crosses every link as one frame, golden tokens', { timeout: 60_000 }, async () => {
+  it('four sessions at once, speculation on (protocol 3.4): each batched step crosses every link as one frame, golden tokens', { timeout: 60_000 }, async () => {
     const m = await meshOf('lanes', [true, true, true]);
     await m.head.mesh.route().then((leases) => Promise.all(leases.map((l) => l.link.close())));
     const warmed = m.starFrames();
@@ -175,7 +175,7 @@ describe('peer-to-peer links are as safe as the head\'s', () => {
       const range = { start: 0, end: 5 };
       rogue.send(JSON.stringify({ kind: 'chain', id: 'x', sessionId, range, from: 'rogue', to: { peerId: 'trap', range, url: `ws://127.0.0.1:${port}/peer/ws` } }));
       rogue.send(encodeFrame({ kind: 'chain', requestId: 1, sessionId, startPosition: 0, range, activations: { dtype: 'fp32', data: new Float32Array(64), tokens: 1, hiddenSize: 64 } }));
-      // Nor as lanes of one frame (protocol 3.3), nor a malformed one (a session in two lanes).
+      // Nor as lanes of one frame (protocol 3.4), nor a malformed one (a session in two lanes).
       const lanes = encodeLaneFrame({ kind: 'chain-lanes', range, dtype: 'fp32', hiddenSize: 64, lanes: [sessionId, randomUUID()].map((id, i) => ({ sessionId: id, requestId: i + 2, startPosition: 0, activations: { dtype: 'fp32' as const, data: new Float32Array(64), tokens: 1, hiddenSize: 64 } })) });
       rogue.send(lanes);
       const twice = lanes.slice();

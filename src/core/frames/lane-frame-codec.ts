@@ -1,5 +1,5 @@
 /**
- * Lane frames (protocol 3.3): several sessions' chained steps, for one layer range, travelling
+ * Lane frames (protocol 3.4): several sessions' chained steps, for one layer range, travelling
  * as one frame along a chain — kind 8 `chain-lanes` (hop → next hop: run each lane, then
  * forward and copy as kind 6 would) and kind 9 `copy-lanes` (hop → head: each lane is one
  * session's copy, as a kind 7 frame would carry it). Unlike a batch frame (kinds 4/5), every

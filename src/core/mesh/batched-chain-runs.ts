@@ -6,7 +6,7 @@
  * with every step that arrived meanwhile, the moment it is free. Under load the sessions of a
  * chain fall into step with each other at the first hop and stay in step along it, since a
  * batch's outputs are forwarded together. Each session's output keeps its own request id,
- * session and start — a lane of one frame per link where the head allowed lanes (protocol 3.3,
+ * session and start — a lane of one frame per link where the head allowed lanes (protocol 3.4,
  * core/peer/lane-outbox.ts), else its own chain frame — so the head's checks and history, and
  * every failure path, are a lone chained frame's. Prefill frames run alone.
  */

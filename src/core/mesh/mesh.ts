@@ -15,7 +15,7 @@
  * for `unloadGraceMs` (unload-sweep.ts): a peer holds what the route needs — at most the
  * ranges of the current and the previous plan under churn — not every range it was ever given.
  */
-import { CHAIN_LANES_MINOR, CHAIN_MINOR, POSITION_RULE_MINOR, type WireWeights } from '../../shared/protocol.ts';
+import { CHAIN_LANES_MINOR, CHAIN_MINOR, POSITION_RULE_MINOR, PREFIX_TREE_MINOR, type WireWeights } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -315,8 +315,10 @@ export class Mesh implements RouteProvider, VerifierSource {
     const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
     // Chained routes (3.2, CHAIN_MINOR): only through a peer that announced them.
     const chained = peer.chain && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_MINOR) ? peer.chain : undefined;
-    // Lane frames (3.3, CHAIN_LANES_MINOR): only to and from a peer that announced them.
+    // Lane frames (3.4, CHAIN_LANES_MINOR): only to and from a peer that announced them.
     const chain = chained && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_LANES_MINOR) ? { ...chained, lanes: true } : chained;
-    return { peerId, range, link, latency: this.loader.latency(held), rollback, ...(chain && { chain }) };
+    // Prefix entries as a tree (3.3, PREFIX_TREE_MINOR): a keep names a parent only to a peer that announced it.
+    const prefixTree = peer.protocol === undefined || peer.protocol.minor >= PREFIX_TREE_MINOR;
+    return { peerId, range, link, latency: this.loader.latency(held), rollback, prefixTree, ...(chain && { chain }) };
   }
 }

@@ -13,7 +13,7 @@
  * in arrival order, one at a time, so pipelined chunks and a head's repair frame never
  * interleave on the KV; different sessions' steps may run as one batch (`run`).
  *
- * Lanes (protocol 3.3): a `chain-lanes` frame (kind 8) is split into the chain frames its lanes
+ * Lanes (protocol 3.4): a `chain-lanes` frame (kind 8) is split into the chain frames its lanes
  * stand for, each admitted, run and reported on its own (a lane for a session the sender was
  * not named for is refused; the others run); one that does not decode is refused as a whole.
  * For a session the head named with `lanes`, outputs go through a LaneOutbox: those made in one

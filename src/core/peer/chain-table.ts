@@ -22,7 +22,7 @@ export interface ChainEntry {
   readonly from: string;
   /** Where the output goes next; absent: only to the head (the end of a segment). */
   readonly to?: ChainHop;
-  /** Protocol 3.3: outputs may leave as lanes of one frame with other sessions' (kinds 8 and 9). */
+  /** Protocol 3.4: outputs may leave as lanes of one frame with other sessions' (kinds 8 and 9). */
   readonly lanes?: boolean;
 }
 

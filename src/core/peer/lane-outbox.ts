@@ -1,5 +1,5 @@
 /**
- * LaneOutbox (protocol 3.3): a hop's chained outputs that may travel as lanes leave at the end
+ * LaneOutbox (protocol 3.4): a hop's chained outputs that may travel as lanes leave at the end
  * of the turn they were made in, one frame per link — every output bound for the same next
  * hop and range as one `chain-lanes` frame (kind 8), every copy of one range as one
  * `copy-lanes` frame (kind 9) to the head; a lone output leaves as the kind 6 / kind 7 frame

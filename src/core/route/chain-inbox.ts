@@ -4,7 +4,7 @@
  * loop takes them, in hop order. A hop's report fails the wait for its own copy and for every
  * later hop's (a hop that could not forward sends its copy, then its report). A copy is filed under the hop whose peer sent it and whose
  * range it carries; anything for another step, range or session is ignored (a late copy of a
- * step that was repaired, another session's). A copy-lanes frame (kind 9, protocol 3.3) is
+ * step that was repaired, another session's). A copy-lanes frame (kind 9, protocol 3.4) is
  * split into the copies its lanes stand for (decoded once for every session's inbox); one that
  * does not decode fails the wait of each step whose lane its table names, as an unusable copy
  * of that hop would. The inbox stops listening when closed.

@@ -10,7 +10,7 @@
  * forward link answers with an error: that link then goes through the head, and the route is
  * named again. The route is named once per set of peers; a repair (another peer on a hop)
  * names it again before the next chained step. On a segment whose peers all read lane frames
- * (protocol 3.3) each hop is named with `lanes`: its outputs may leave as one frame per link
+ * (protocol 3.4) each hop is named with `lanes`: its outputs may leave as one frame per link
  * with other sessions'. Mode `star` never chains; `chain` and `auto`
  * chain wherever the links can be made (the CLI's `auto` is the default once chains run
  * end to end).
@@ -129,7 +129,7 @@ export class ChainRoute {
     }
   }
 
-  /** Per hop: whether it may send lane frames (3.3) — every peer of its chained segment reads them. */
+  /** Per hop: whether it may send lane frames (3.4) — every peer of its chained segment reads them. */
   private laneHops(hops: readonly Hop[]): boolean[] {
     const out = hops.map(() => false);
     for (const { first, last } of this.segments(hops.length)) {

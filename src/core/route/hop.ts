@@ -44,6 +44,8 @@ const LAG_GRACE_MS = 100;
 export interface KeepPrefix {
   readonly prefixId: string;
   readonly length: number;
+  /** Protocol 3.3: the entry whose first `length` positions the kept sequence shares (the peer keeps only the rest). */
+  readonly parent?: { readonly prefixId: string; readonly length: number };
 }
 
 export class Hop {

@@ -12,7 +12,7 @@ import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
 
 /** The least a socket must do. Binary data is sent for Uint8Array, text for strings. */
-/** Copy-lanes frames (protocol 3.3) go to the chain listeners too; ChainInbox splits them. */
+/** Copy-lanes frames (protocol 3.4) go to the chain listeners too; ChainInbox splits them. */
 const COPY_LANES_KIND = LANE_FRAME_KIND_CODES['copy-lanes'];
 
 export interface LinkSocket {
@@ -46,7 +46,7 @@ export class SocketLink implements PeerLink {
   private readonly chainListeners = new Set<ChainListener>();
   /**
    * The same socket as a ChainPort (protocol 3.2): chain frames posted as they are, copy
-   * frames (kind 7; kind 9, copy-lanes, from 3.3) and chain reports (`error` with id `chain`) heard apart from the
+   * frames (kind 7; kind 9, copy-lanes, from 3.4) and chain reports (`error` with id `chain`) heard apart from the
    * request/answer pairing (they answer no request of this link's).
    */
   readonly chain: ChainPort = {
