@@ -95,7 +95,19 @@ export interface ReadyMessage extends Correlated {
 export interface ReleaseMessage extends Correlated {
   readonly kind: 'release';
   readonly sessionId: string;
-  readonly keepPrefix?: { readonly prefixId: string; readonly length: number };
+  readonly keepPrefix?: {
+    readonly prefixId: string;
+    readonly length: number;
+    /**
+     * Protocol 3.3: the kept sequence's first `parent.length` positions are those of entry
+     * `parent.prefixId` (which the peer holds): the peer may keep only positions
+     * [parent.length, length) and join the parent's on a fork. A parent it does not hold is
+     * refused (`cache_miss`), a shared length not below `length` or beyond the parent's
+     * (`protocol_error`); the session's KV is freed either way. A head sends no parent to a
+     * peer below 3.3 (which would drop the field and keep a whole copy: still correct).
+     */
+    readonly parent?: { readonly prefixId: string; readonly length: number };
+  };
 }
 export interface ReleasedMessage extends Correlated {
   readonly kind: 'released';
@@ -256,7 +268,16 @@ const readers: Record<ControlKind, Reader> = {
     sessionId: r.sessionId('sessionId'),
     keepPrefix: r.optional('keepPrefix', (f) => {
       const k = r.object(f);
-      return { prefixId: k.sessionId('prefixId'), length: k.integer('length', 1) };
+      const prefixId = k.sessionId('prefixId');
+      const length = k.integer('length', 1);
+      // 3.3: the parent entry whose first `parent.length` positions the kept sequence shares (the peer keeps only the rest).
+      const parent = k.optional('parent', (g) => {
+        const p = k.object(g);
+        return { prefixId: p.sessionId('prefixId'), length: p.integer('length', 1) };
+      });
+      if (parent && parent.length >= length) k.fail('parent', `a parent sharing fewer than keepPrefix.length = ${length} positions`, `length ${parent.length}`);
+      if (parent && parent.prefixId === prefixId) k.fail('parent', 'another entry than keepPrefix.prefixId', parent.prefixId);
+      return { prefixId, length, ...(parent && { parent }) };
     }),
   }),
   released: (r) => ({ sessionId: r.sessionId('sessionId'), freedEntries: r.integer('freedEntries'), keptPrefixes: r.optional('keptPrefixes', (f) => r.integer(f)) }),
@@ -310,6 +331,7 @@ const readers: Record<ControlKind, Reader> = {
       const url = t.optional('url', (g) => t.string(g, { pattern: WS_URL }));
       return { peerId: t.string('peerId', { pattern: PEER_ID }), range: t.range('range'), ...(url !== undefined && { url }) };
     }),
+    lanes: r.optional('lanes', (f) => r.boolean(f)),
   }),
   chained: (r) => ({ sessionId: r.sessionId('sessionId'), range: r.range('range') }),
   authenticated: (r) => ({ proof: r.string('proof', { pattern: HEX_256 }) }),

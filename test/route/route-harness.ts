@@ -66,13 +66,19 @@ export class EvictableShardPeer extends ShardPeer {
     this.prefixes.clear();
   }
 
+  /** Set the prefix budget (entries over it are evicted, least recently used first). */
+  setPrefixBudget(bytes: number): void {
+    this.prefixes.setBudget(bytes);
+  }
+
   /** Per prefix entry, a sum over every value of its KV buffers (spare capacity too): unchanged while the entry is not written. */
   prefixChecksums(): Map<string, number> {
     const sums = new Map<string, number>();
-    const entries = (this.prefixes as unknown as { entries: Map<string, { past(l: number): { key: { data: Float32Array }; value: { data: Float32Array } } | undefined; range: { start: number; end: number } }[]> }).entries;
-    for (const [id, states] of entries) {
+    type Part = { past(l: number): { key: { data: Float32Array }; value: { data: Float32Array } } | undefined; range: { start: number; end: number } };
+    const entries = (this.prefixes as unknown as { entries: Map<string, { parts: Map<string, Part> }> }).entries;
+    for (const [id, entry] of entries) {
       let sum = 0;
-      for (const state of states) {
+      for (const state of entry.parts.values()) {
         for (let l = state.range.start; l < state.range.end; l++) {
           const kv = state.past(l)!;
           for (const x of kv.key.data) sum += x;

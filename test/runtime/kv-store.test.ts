@@ -284,11 +284,75 @@ describe('PrefixStore.releaseRange (layers unloaded from the peer)', () => {
     expect(prefixes.keep('b', [state('b', range)], 8)).toBe(1);
     const before = prefixes.bytes;
     expect(prefixes.releaseRange(range)).toBe(2);
-    expect(prefixes.find('a', range, 8)).toBeUndefined();
-    expect(prefixes.find('a', other, 8)).toBeDefined();
-    expect(prefixes.find('b', range, 8)).toBeUndefined();
+    const target = (r: { start: number; end: number }) => new KvState('t', r, ops);
+    expect(prefixes.fork('a', range, 8, target(range))).toBeUndefined();
+    expect(prefixes.fork('a', other, 8, target(other))).toBe(true);
+    expect(prefixes.fork('b', range, 8, target(range))).toBeUndefined();
     expect(prefixes.size).toBe(1);
     expect(prefixes.bytes).toBe(before / 3);
     expect(disposed.filter((id) => id.includes('@2')).length).toBe(8); // k and v of layers 2, 3 for a and b
+  });
+});
+
+describe('PrefixStore as a tree (protocol 3.3)', () => {
+  /** Fake ops that can join (as CPU tensors can): a tail holds exactly its positions. */
+  function joinOps() {
+    const { ops, disposed } = fakeOps();
+    let made = 0;
+    const joining: KvTensorOps<FakeTensor> = { ...ops, join: (parts, capacity) => ({ id: `join(${parts.map((p) => p.tensor.id).join('+')})#${made++}`, positions: capacity }) };
+    return { ops: joining, disposed };
+  }
+  const filled = (ops: KvTensorOps<FakeTensor>, positions: number, tag: string) => {
+    const s = new KvState(tag, range, ops);
+    s.append(present(range.start, range.end, positions, tag), positions);
+    return s;
+  };
+
+  it('a child holds only its tail; a fork joins the chain; the budget evicts leaves before their parents; a parent replaced shorter, or a range released, takes its descendants', () => {
+    const { ops } = joinOps();
+    const prefixes = new PrefixStore<FakeTensor>(1 << 20);
+    expect(prefixes.keep('r', [filled(ops, 8, 'r')], 8)).toBe(1);
+    expect(prefixes.bytes, 'a whole copy cut to its positions').toBe(stateBytes(8));
+    expect(prefixes.keep('c', [filled(ops, 10, 'c')], 10, { prefixId: 'r', length: 6 })).toBe(1);
+    expect(prefixes.keep('g', [filled(ops, 12, 'g')], 12, { prefixId: 'c', length: 8 })).toBe(1);
+    expect(prefixes.bytes, 'root + two tails of 4').toBe(stateBytes(8) + 2 * stateBytes(4));
+    const target = new KvState('t', range, ops);
+    expect(prefixes.fork('g', range, 12, target)).toBe(true);
+    expect(target.length).toBe(12);
+    expect(target.past(2)!.key.id, 'joined from r, c and g').toMatch(/^join\(.*r.*\+.*c.*\+.*g.*\)/);
+    expect(prefixes.fork('g', range, 13, new KvState('u', range, ops))).toBeUndefined();
+
+    // g was used last, yet its ancestors are more recent: the budget takes g, not r (which would take all).
+    prefixes.setBudget(stateBytes(8) + stateBytes(4));
+    expect(prefixes.stats()).toMatchObject({ entries: 2, evictions: 1, bytes: stateBytes(8) + stateBytes(4) });
+    expect(prefixes.fork('c', range, 10, new KvState('v', range, ops))).toBe(true);
+
+    // r kept again with 5 positions: c needs 6 of them, so it goes.
+    prefixes.setBudget(1 << 20);
+    expect(prefixes.keep('r', [filled(ops, 5, 'r2')], 5)).toBe(1);
+    expect(prefixes.stats()).toMatchObject({ entries: 1, bytes: stateBytes(5) });
+    expect(prefixes.fork('c', range, 10, new KvState('w', range, ops))).toBeUndefined();
+
+    // A refused keep (unknown parent, shared length beyond it) disposes the states and keeps nothing.
+    const orphan = filled(ops, 9, 'o');
+    expect(() => prefixes.keep('o', [orphan], 9, { prefixId: 'nope', length: 3 })).toThrow(/not a prefix entry/);
+    expect(orphan.isDisposed).toBe(true);
+    expect(() => prefixes.keep('o', [filled(ops, 9, 'o2')], 9, { prefixId: 'r', length: 6 })).toThrow(/must be in \[1, 5\]/);
+    expect(prefixes.size).toBe(1);
+
+    expect(prefixes.keep('c2', [filled(ops, 9, 'c2')], 9, { prefixId: 'r', length: 3 })).toBe(1);
+    expect(prefixes.releaseRange(range)).toBe(2);
+    expect(prefixes.stats()).toMatchObject({ entries: 0, bytes: 0 });
+  });
+
+  it('a runtime that cannot join (KV on the GPU) keeps whole copies, parent or not, and forks them as before', () => {
+    const { ops } = fakeOps();
+    const prefixes = new PrefixStore<FakeTensor>(1 << 20);
+    expect(prefixes.keep('r', [filled(ops, 8, 'r')], 8)).toBe(1);
+    expect(prefixes.keep('c', [filled(ops, 10, 'c')], 10, { prefixId: 'r', length: 6 })).toBe(1);
+    expect(prefixes.bytes).toBe(stateBytes(8) + stateBytes(10));
+    expect(prefixes.fork('c', range, 10, new KvState('t', range, ops))).toBe(true);
+    prefixes.setBudget(stateBytes(10));
+    expect(prefixes.stats(), 'c is whole: r can go alone').toMatchObject({ entries: 1, bytes: stateBytes(10) });
   });
 });

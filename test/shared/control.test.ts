@@ -38,7 +38,7 @@ const samples: Record<ControlKind, ControlMessage> = {
     config: { architecture: 'LlamaForCausalLM', numLayers: 5, hiddenSize: 64, numHeads: 8, numKvHeads: 4, headDim: 8, vocabSize: 512 },
   },
   ready: { kind: 'ready', id: 'c2', modelKey: 'stories260k@abc123', range: { start: 2, end: 5 }, loadMs: 81.5, device: 'webgpu' },
-  release: { kind: 'release', id: 'c3', sessionId: SESSION, keepPrefix: { prefixId: '00000000-0000-4000-8000-000000000001', length: 40 } },
+  release: { kind: 'release', id: 'c3', sessionId: SESSION, keepPrefix: { prefixId: '00000000-0000-4000-8000-000000000001', length: 40, parent: { prefixId: '00000000-0000-4000-8000-000000000002', length: 24 } } },
   released: { kind: 'released', id: 'c3', sessionId: SESSION, freedEntries: 2, keptPrefixes: 2 },
   fork: { kind: 'fork', id: 'c5', sessionId: SESSION, prefixId: '00000000-0000-4000-8000-000000000001', range: { start: 0, end: 3 }, length: 39 },
   forked: { kind: 'forked', id: 'c5', sessionId: SESSION, length: 39 },
@@ -183,6 +183,11 @@ describe('parseControlMessage refusals', () => {
     ['authenticated', 'proof', (m) => (m.proof = 64)],
     ['release', 'keepPrefix.prefixId', (m) => (m.keepPrefix = { prefixId: 'p', length: 4 })],
     ['release', 'keepPrefix.length', (m) => (m.keepPrefix = { prefixId: SESSION, length: 0 })],
+    ['release', 'keepPrefix.parent.prefixId', (m) => (m.keepPrefix = { prefixId: SESSION, length: 4, parent: { prefixId: 'p', length: 2 } })],
+    ['release', 'keepPrefix.parent.length', (m) => (m.keepPrefix = { prefixId: SESSION, length: 4, parent: { prefixId: SESSION.replace(/.$/, '0'), length: 0 } })],
+    ['release', 'keepPrefix.parent', (m) => (m.keepPrefix = { prefixId: SESSION, length: 4, parent: { prefixId: SESSION.replace(/.$/, '0'), length: 4 } })], // shares no fewer positions than it holds
+    ['release', 'keepPrefix.parent', (m) => (m.keepPrefix = { prefixId: SESSION, length: 4, parent: { prefixId: SESSION, length: 2 } })], // itself
+    ['release', 'keepPrefix.parent', (m) => (m.keepPrefix = { prefixId: SESSION, length: 4, parent: 'p' })],
     ['released', 'keptPrefixes', (m) => (m.keptPrefixes = -1)],
     ['fork', 'prefixId', (m) => delete m.prefixId],
     ['fork', 'length', (m) => (m.length = 0)],
@@ -244,6 +249,17 @@ describe('chain messages (protocol 3.2)', () => {
   });
 });
 
+describe('chain.lanes (protocol 3.4)', () => {
+  const chain = (lanes: unknown) => JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', lanes });
+  it('lanes: true is kept; absent stays absent', () => {
+    expect(parseControlMessage(chain(true))).toMatchObject({ kind: 'chain', lanes: true });
+    expect(parseControlMessage(JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head' }))).not.toHaveProperty('lanes');
+  });
+  it.each([['a string', 'yes'], ['a number', 1]])('refuses lanes as %s', (_name, lanes) => {
+    expect(refusal(chain(lanes))).toMatchObject({ code: 'protocol_error', message: expect.stringMatching(/lanes/) });
+  });
+});
+
 describe('protocol constants', () => {
   it('error codes are pinned', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(
@@ -257,7 +273,7 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 2 });
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 4 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
     expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);

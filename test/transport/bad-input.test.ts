@@ -378,6 +378,69 @@ describe('a peer refuses bad input with typed errors and keeps serving', () => {
     await servesNormally();
   });
 
+  it('release with keepPrefix.parent (3.3): an unknown parent, a shared length beyond it, a parent descending from the entry — typed errors, the KV freed; a valid child holds only its tail and forks as the whole session', async () => {
+    const stats = async () => (await peer.shard.handleControl({ kind: 'stats', id: 's2' } as ControlMessage)) as ControlMessage & { kvEntries: number; prefixEntries: number; prefixBytes: number };
+    // Six positions: the first two those of the root's prompt, the rest its own.
+    const rootPrompt = testActivations(hidden, 4, 51);
+    const childPrompt = (): Activations => {
+      const data = testActivations(hidden, 6, 52).data as Float32Array;
+      data.set(rootPrompt.data.subarray(0, 2 * hidden));
+      return { dtype: 'fp32', data, tokens: 6, hiddenSize: hidden };
+    };
+    const root = randomUUID();
+    const rootId = randomUUID();
+    const childId = randomUUID();
+    await sendFrame(root, 0, rootPrompt);
+    const before = await stats();
+    expect(await control({ kind: 'release', id: 'rp0', sessionId: root, keepPrefix: { prefixId: rootId, length: 4 } })).toMatchObject({ kind: 'released', keptPrefixes: 1 });
+    const rootBytes = (await stats()).prefixBytes - before.prefixBytes;
+    expect(rootBytes).toBeGreaterThan(0);
+    // Refused by the store: the session is released all the same (a malformed message, below, is refused whole).
+    const refusedKeep = async (keepPrefix: Record<string, unknown>, code: string, message: RegExp) => {
+      const sessionId = randomUUID();
+      await sendFrame(sessionId, 0, childPrompt());
+      const held = await stats();
+      const error = await refusal(JSON.stringify({ kind: 'release', id: 'rp1', sessionId, keepPrefix }));
+      expect(error).toMatchObject({ code });
+      expect(error.message).toMatch(message);
+      const after = await stats();
+      expect(after.kvEntries, 'a refused keep still frees the session').toBe(held.kvEntries - 1);
+      expect(after.prefixEntries, 'and keeps nothing').toBe(held.prefixEntries);
+      const requestId = rid();
+      expect(await refusal(validFrame(requestId, sessionId, 6))).toMatchObject({ code: 'unknown_session', sessionId, requestId });
+    };
+    const unknown = randomUUID();
+    await refusedKeep({ prefixId: childId, length: 6, parent: { prefixId: unknown, length: 2 } }, 'cache_miss', new RegExp(`parent ${unknown} is not a prefix entry`));
+    await refusedKeep({ prefixId: childId, length: 6, parent: { prefixId: rootId, length: 5 } }, 'protocol_error', /parent.length 5 must be in \[1, 4\]/);
+    const malformed = randomUUID();
+    await sendFrame(malformed, 0, childPrompt());
+    const all = await refusal(JSON.stringify({ kind: 'release', id: 'rp4', sessionId: malformed, keepPrefix: { prefixId: childId, length: 6, parent: { prefixId: rootId, length: 6 } } }));
+    expect(all).toMatchObject({ code: 'protocol_error' });
+    expect(all.message).toMatch(/'release': field 'keepPrefix.parent' must be a parent sharing fewer than/);
+    const itself = await refusal(JSON.stringify({ kind: 'release', id: 'rp5', sessionId: malformed, keepPrefix: { prefixId: childId, length: 6, parent: { prefixId: childId, length: 2 } } }));
+    expect(itself).toMatchObject({ code: 'protocol_error' });
+    expect(itself.message).toMatch(/'release': field 'keepPrefix.parent' must be another entry/);
+    expect(await control({ kind: 'release', id: 'rp6', sessionId: malformed })).toMatchObject({ kind: 'released', freedEntries: 1 });
+
+    // A valid child: it holds only positions [2, 6), half the root's bytes.
+    const child = randomUUID();
+    await sendFrame(child, 0, childPrompt());
+    const withRoot = await stats();
+    expect(await control({ kind: 'release', id: 'rp2', sessionId: child, keepPrefix: { prefixId: childId, length: 6, parent: { prefixId: rootId, length: 2 } } })).toMatchObject({ kind: 'released', keptPrefixes: 1 });
+    expect((await stats()).prefixBytes - withRoot.prefixBytes, 'the child holds 4 of its 6 positions').toBe(rootBytes);
+    // The root kept under the child's id as its parent: a circle, refused.
+    await refusedKeep({ prefixId: rootId, length: 6, parent: { prefixId: childId, length: 2 } }, 'protocol_error', new RegExp(`parent ${childId} is entry ${rootId} itself or one of its descendants`));
+
+    // A fork from the child joins the root's two positions and its own four: it decodes as the whole session does.
+    const forked = randomUUID();
+    expect(await control({ kind: 'fork', id: 'rp3', sessionId: forked, prefixId: childId, range: SUITE_RANGE, length: 6 })).toMatchObject({ kind: 'forked', sessionId: forked, length: 6 });
+    const twin = randomUUID();
+    await expected(twin, 0, childPrompt());
+    const step = testActivations(hidden, 1, 53);
+    expect(await sendFrame(forked, 6, step)).toEqual(await expected(twin, 6, step));
+    await servesNormally();
+  });
+
   it('unload of a range that is not loaded: unloaded, loaded false, nothing freed; the loaded range still serves; a reversed range is refused', async () => {
     const entriesBefore = peer.shard.kvEntries;
     for (const range of [{ start: 2, end: 5 }, { start: 0, end: 1 }, { start: 1, end: 2 }]) {

@@ -106,7 +106,9 @@ export class ShardPeer implements ShardService {
           if (message.keepPrefix && this.store) {
             const states = this.store.detach(message.sessionId);
             freedEntries = states.length;
-            keptPrefixes = this.prefixes.keep(message.keepPrefix.prefixId, states, message.keepPrefix.length);
+            this.released.add(message.sessionId);
+            // A refused keep (an unknown parent, a shared length beyond it) frees the states and answers a typed error.
+            keptPrefixes = this.prefixes.keep(message.keepPrefix.prefixId, states, message.keepPrefix.length, message.keepPrefix.parent);
           } else {
             freedEntries = this.store?.release(message.sessionId) ?? 0;
           }
@@ -215,13 +217,13 @@ export class ShardPeer implements ShardService {
     this.executorFor(range, context);
     this.checkLive(sessionId, context);
     const store = this.store!;
-    const source = this.prefixes.find(prefixId, range, length);
-    if (!source) throw new ProtocolError('cache_miss', `no prefix entry ${prefixId} of ${length} positions on layers [${range.start}, ${range.end})`, context);
     const existing = store.find(sessionId, range);
     if (existing) store.discard(existing);
     const kv = store.acquire(sessionId, range);
-    if (!kv.copyFrom(source, length)) {
+    const copied = this.prefixes.fork(prefixId, range, length, kv);
+    if (!copied) {
       store.discard(kv);
+      if (copied === undefined) throw new ProtocolError('cache_miss', `no prefix entry ${prefixId} of ${length} positions on layers [${range.start}, ${range.end})`, context);
       throw new ProtocolError('cache_miss', `prefix entry ${prefixId} cannot be copied on this runtime`, context);
     }
     store.enforceBudget(kv);

@@ -44,6 +44,8 @@ const LAG_GRACE_MS = 100;
 export interface KeepPrefix {
   readonly prefixId: string;
   readonly length: number;
+  /** Protocol 3.3: the entry whose first `length` positions the kept sequence shares (the peer keeps only the rest). */
+  readonly parent?: { readonly prefixId: string; readonly length: number };
 }
 
 export class Hop {
@@ -80,6 +82,7 @@ export class Hop {
   async run(hidden: Activations, position: number, signal: AbortSignal): Promise<Activations> {
     if (!this.stale) return this.send(hidden, position, signal);
     const replayed = await this.send(this.history.replay(), 0, signal);
+    this.history.rebuilt();
     this.stale = false;
     return lastPositions(replayed, hidden.tokens);
   }

@@ -9,12 +9,19 @@
  * `cache_miss`, the session starts cold and the entry is forgotten here.
  *
  * Each prefix once per hop (issue 27): a finished session's KV is kept under the id of the
- * entry its tokens equal or extend (`idFor`), so the peer's keep replaces that entry (a peer
- * keeps one entry per id) instead of adding a copy; a session whose tokens equal a held
- * entry keeps nothing (`isHeld`); sessions finishing at once with the same tokens share one
- * pending id. 100 identical requests leave one entry per hop, and the entries (and memory)
- * follow the distinct token sequences. Sequences that only share a head (two answers to one
- * system prompt) are two entries, each with its own copy of the shared positions.
+ * entry its tokens equal or extend (`keepFor`), so the peer's keep replaces that entry (a
+ * peer keeps one entry per id) instead of adding a copy; a session whose tokens an entry
+ * already holds (equal, or a prefix of it) keeps nothing (`isHeld`); sessions finishing at
+ * once with the same tokens share one pending keep.
+ *
+ * The entries form a tree per hop set (a radix tree over token sequences, as SGLang's, without
+ * splitting nodes): a new sequence that shares `n ≥ minTokens` positions with an entry (the one
+ * sharing most) becomes its child, holding only its tail — tokens and, per hop, recorded
+ * inputs of positions [n, length) — and the peers are asked to keep only that tail
+ * (`keepPrefix.parent`, protocol 3.3). Two answers to one system prompt hold the prompt once,
+ * so memory follows the distinct tokens. Forgetting an entry forgets its descendants (they
+ * need its positions); using one marks its ancestors used after it, so the least recently used
+ * entry the limits evict is always a leaf, and a parent goes only with its children.
  */
 import type { LayerRange } from '../model/types.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
@@ -24,13 +31,10 @@ export interface PrefixHop {
   readonly range: LayerRange;
 }
 
+/** An entry as the Route Session sees it: its id and length (what it holds lives in the registry). */
 export interface PrefixEntry {
   readonly prefixId: string;
-  /** The tokens of positions [0, tokens.length): the KV each hop keeps. */
-  readonly tokens: readonly number[];
-  readonly hops: readonly PrefixHop[];
-  /** Per hop, its inputs for those positions ([1, tokens.length, hidden]). */
-  readonly inputs: readonly Activations[];
+  readonly length: number;
 }
 
 export interface PrefixMatch {
@@ -39,8 +43,15 @@ export interface PrefixMatch {
   readonly length: number;
 }
 
+/** What a finished session keeps: its KV under `prefixId`, only the positions after `parent.length` when a parent is named. */
+export interface PrefixKeep {
+  readonly prefixId: string;
+  readonly length: number;
+  readonly parent?: { readonly prefixId: string; readonly length: number };
+}
+
 export interface PrefixRegistryOptions {
-  /** Fewest tokens worth a fork (default 16). */
+  /** Fewest tokens worth a fork — and worth sharing with a parent (default 16). */
   readonly minTokens?: number;
   /** Most entries remembered (default 64). */
   readonly maxEntries?: number;
@@ -48,43 +59,68 @@ export interface PrefixRegistryOptions {
   readonly maxBytes?: number;
 }
 
-const sameHops = (a: readonly PrefixHop[], b: readonly PrefixHop[]) =>
-  a.length === b.length && a.every((h, i) => h.peerId === b[i].peerId && h.range.start === b[i].range.start && h.range.end === b[i].range.end);
-
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
+interface Node {
+  readonly prefixId: string;
+  readonly hops: readonly PrefixHop[];
+  parent: Node | undefined;
+  /** Positions [0, shared) are the parent's. */
+  shared: number;
+  /** Tokens of positions [shared, length). */
+  tail: readonly number[];
+  /** Per hop, its inputs for positions [shared, length) ([1, length - shared, hidden]). */
+  inputs: readonly Activations[];
+  readonly children: Set<Node>;
 }
+
+const lengthOf = (node: Node) => node.shared + node.tail.length;
 
 const hopsKey = (hops: readonly PrefixHop[]) => hops.map((h) => `${h.peerId}@${h.range.start}:${h.range.end}`).join('|');
 const sequenceKey = (tokens: readonly number[], hops: readonly PrefixHop[]) => `${hopsKey(hops)}#${tokens.join(',')}`;
 
+/** Positions [from, to) of a block (a view). */
+function positions(a: Activations, from: number, to: number): Activations {
+  return { ...a, data: a.data.subarray(from * a.hiddenSize, to * a.hiddenSize) as Float32Array | Uint16Array, tokens: to - from };
+}
+
 export class PrefixRegistry {
-  // Insertion order is recency.
-  private readonly entries = new Map<string, PrefixEntry>();
-  /** Ids handed out by `idFor` whose keep has not settled, by hops and tokens. */
-  private readonly pending = new Map<string, string>();
+  // Insertion order is recency: a used node is re-inserted, then its ancestors.
+  private readonly nodes = new Map<string, Node>();
+  /** Keeps handed out by `keepFor` that have not settled, by hops and tokens. */
+  private readonly pending = new Map<string, PrefixKeep>();
   private bytes = 0;
   private counts = { lookups: 0, hits: 0, misses: 0, reusedTokens: 0 };
 
   constructor(private readonly options: PrefixRegistryOptions = {}) {}
 
+  private get minTokens(): number {
+    return this.options.minTokens ?? 16;
+  }
+
   /** The entry sharing the longest prefix with `prompt` on exactly these hops, if long enough. */
   match(prompt: readonly number[], hops: readonly PrefixHop[]): PrefixMatch | undefined {
     this.counts.lookups++;
-    let best: PrefixMatch | undefined;
-    for (const entry of this.entries.values()) {
-      if (!sameHops(entry.hops, hops)) continue;
-      const length = Math.min(commonPrefix(entry.tokens, prompt), prompt.length - 1);
-      if (length >= (this.options.minTokens ?? 16) && length > (best?.length ?? 0)) best = { entry, length };
+    const best = this.closest(prompt, hops);
+    const length = best ? Math.min(best.common, prompt.length - 1) : 0;
+    if (!best || length < this.minTokens) return undefined;
+    this.touch(best.node);
+    return { entry: { prefixId: best.node.prefixId, length: lengthOf(best.node) }, length };
+  }
+
+  /**
+   * Hop `hop`'s recorded inputs for the first `length` positions of `entry`: views of its
+   * ancestors' tails and its own, in position order (recorded as they are: no copy).
+   */
+  inputsOf(entry: PrefixEntry, hop: number, length: number): Activations[] {
+    const node = this.nodes.get(entry.prefixId);
+    if (!node || length > lengthOf(node)) throw new RangeError(`no prefix entry ${entry.prefixId} of ${length} positions`);
+    const blocks: Activations[] = [];
+    let limit = length;
+    for (let n: Node | undefined = node; n && limit > 0; n = n.parent) {
+      if (limit <= n.shared) continue;
+      blocks.unshift(positions(n.inputs[hop], 0, limit - n.shared));
+      limit = n.shared;
     }
-    if (best) {
-      this.entries.delete(best.entry.prefixId);
-      this.entries.set(best.entry.prefixId, best.entry);
-    }
-    return best;
+    return blocks;
   }
 
   /** A fork from `match` worked on every hop (`reused` positions not sent) or failed on one (the entry is forgotten). */
@@ -99,71 +135,152 @@ export class PrefixRegistry {
   }
 
   /**
-   * The id to keep a finished session's `tokens` under on `hops`: that of a pending keep of
-   * the same tokens, else of the longest entry they equal or extend (the keep replaces it),
-   * else a new one. Call `settled` once the keep is done, whichever way.
+   * What to keep a finished session's `tokens` under on `hops`: a pending keep of the same
+   * tokens; else the id of the longest entry they extend (the keep replaces it, under its
+   * parent); else a new id, as a child of the entry sharing most positions (at least
+   * `minTokens`), if any. Call `settled` once the keep is done, whichever way.
    */
-  idFor(tokens: readonly number[], hops: readonly PrefixHop[]): string {
+  keepFor(tokens: readonly number[], hops: readonly PrefixHop[]): PrefixKeep {
     const key = sequenceKey(tokens, hops);
-    let id = this.pending.get(key);
-    if (id) return id;
-    let best: PrefixEntry | undefined;
-    for (const entry of this.entries.values()) {
-      if (!sameHops(entry.hops, hops) || entry.tokens.length > tokens.length || commonPrefix(entry.tokens, tokens) !== entry.tokens.length) continue;
-      if (entry.tokens.length > (best?.tokens.length ?? -1)) best = entry;
+    const pending = this.pending.get(key);
+    if (pending) return pending;
+    let extended: Node | undefined;
+    let closest: { node: Node; common: number } | undefined;
+    for (const node of this.nodes.values()) {
+      if (hopsKey(node.hops) !== hopsKey(hops)) continue;
+      const common = this.common(node, tokens);
+      if (common === lengthOf(node) && common < tokens.length && common > (extended ? lengthOf(extended) : -1)) extended = node;
+      if (common > (closest?.common ?? 0)) closest = { node, common };
     }
-    id = best?.prefixId ?? globalThis.crypto.randomUUID();
-    this.pending.set(key, id);
-    return id;
+    closest = closest && this.holder(closest);
+    const parentOf = (node: Node | undefined, shared: number) => (node ? { parent: { prefixId: node.prefixId, length: shared } } : {});
+    let keep: PrefixKeep;
+    // Replace the entry the tokens extend, unless another shares more of them (then a child of that one holds less).
+    if (extended && lengthOf(extended) >= (closest?.common ?? 0)) keep = { prefixId: extended.prefixId, length: tokens.length, ...parentOf(extended.parent, extended.shared) };
+    else if (closest && closest.common >= this.minTokens) keep = { prefixId: globalThis.crypto.randomUUID(), length: tokens.length, ...parentOf(closest.node, closest.common) };
+    else keep = { prefixId: globalThis.crypto.randomUUID(), length: tokens.length };
+    this.pending.set(key, keep);
+    return keep;
   }
 
-  /** The keep `idFor` gave `prefixId` for is done (added or failed). */
+  /** The keep `keepFor` gave for these tokens is done (added or failed). */
   settled(tokens: readonly number[], hops: readonly PrefixHop[]): void {
     this.pending.delete(sequenceKey(tokens, hops));
   }
 
-  /** Whether an entry on `hops` holds exactly `tokens` (a session that repeats it has nothing new to keep). */
+  /** Whether an entry on `hops` holds `tokens` (equal to, or a prefix of, its sequence): a session that repeats it has nothing new to keep. */
   isHeld(tokens: readonly number[], hops: readonly PrefixHop[]): boolean {
-    for (const entry of this.entries.values()) {
-      if (sameHops(entry.hops, hops) && entry.tokens.length === tokens.length && commonPrefix(entry.tokens, tokens) === tokens.length) return true;
+    for (const node of this.nodes.values()) {
+      if (hopsKey(node.hops) === hopsKey(hops) && this.common(node, tokens) === tokens.length) return true;
     }
     return false;
   }
 
-  add(entry: PrefixEntry): void {
-    this.forget(entry.prefixId);
-    // An entry that extends an older one on the same hops supersedes it (kept under its id, it replaced it on the peers).
-    for (const old of [...this.entries.values()]) {
-      if (sameHops(old.hops, entry.hops) && old.tokens.length <= entry.tokens.length && commonPrefix(old.tokens, entry.tokens) === old.tokens.length) {
-        this.forget(old.prefixId);
-      }
+  /**
+   * Register what `keep` kept: the session's `tokens` and, per hop, its recorded inputs for
+   * all of them ([1, tokens.length, hidden]; only the tail after the parent's positions is
+   * copied and held). A keep whose parent was forgotten meanwhile is not registered (what the
+   * peers hold under it can no longer be forked from here).
+   */
+  add(keep: PrefixKeep, tokens: readonly number[], hops: readonly PrefixHop[], inputs: readonly Activations[]): void {
+    const parent = keep.parent && this.nodes.get(keep.parent.prefixId);
+    if (keep.parent && (!parent || lengthOf(parent) < keep.parent.length)) {
+      this.forget(keep.prefixId);
+      return;
     }
-    this.entries.set(entry.prefixId, entry);
-    this.bytes += entryBytes(entry);
+    const shared = parent ? keep.parent!.length : 0;
+    const tail = tokens.slice(shared);
+    const tailInputs = inputs.map((a) => ({ ...positions(a, shared, tokens.length), data: a.data.slice(shared * a.hiddenSize, tokens.length * a.hiddenSize) }) as Activations);
+    const old = this.nodes.get(keep.prefixId);
+    let node: Node;
+    if (old) {
+      // The keep replaced this entry on the peers (its tokens extend it): same node, longer tail; its children still fit.
+      this.bytes -= inputBytes(old);
+      old.parent?.children.delete(old);
+      old.parent = parent;
+      old.shared = shared;
+      old.tail = tail;
+      old.inputs = tailInputs;
+      node = old;
+    } else {
+      node = { prefixId: keep.prefixId, hops, parent, shared, tail, inputs: tailInputs, children: new Set() };
+      this.nodes.set(node.prefixId, node);
+    }
+    parent?.children.add(node);
+    this.bytes += inputBytes(node);
+    this.touch(node);
+    const kept = new Set<Node>();
+    for (let n: Node | undefined = node; n; n = n.parent) kept.add(n);
     const maxEntries = this.options.maxEntries ?? 64;
     const maxBytes = this.options.maxBytes ?? 256 * 2 ** 20;
-    for (const id of [...this.entries.keys()]) {
-      if (this.entries.size <= maxEntries && this.bytes <= maxBytes) break;
-      if (id !== entry.prefixId) this.forget(id);
+    for (const other of [...this.nodes.values()]) {
+      if (this.nodes.size <= maxEntries && this.bytes <= maxBytes) break;
+      if (!kept.has(other) && this.nodes.get(other.prefixId) === other) this.forget(other.prefixId);
     }
   }
 
+  /** Forget an entry and its descendants. */
   forget(prefixId: string): void {
-    const entry = this.entries.get(prefixId);
-    if (!entry) return;
-    this.entries.delete(prefixId);
-    this.bytes -= entryBytes(entry);
+    const node = this.nodes.get(prefixId);
+    if (!node) return;
+    for (const child of [...node.children]) this.forget(child.prefixId);
+    node.parent?.children.delete(node);
+    this.nodes.delete(prefixId);
+    this.bytes -= inputBytes(node);
   }
 
   get size(): number {
-    return this.entries.size;
+    return this.nodes.size;
   }
 
   stats() {
-    return { entries: this.entries.size, inputBytes: this.bytes, ...this.counts };
+    return { entries: this.nodes.size, inputBytes: this.bytes, ...this.counts };
+  }
+
+  /** The entry on `hops` sharing most positions with `tokens`. */
+  private closest(tokens: readonly number[], hops: readonly PrefixHop[]): { node: Node; common: number } | undefined {
+    let best: { node: Node; common: number } | undefined;
+    const key = hopsKey(hops);
+    for (const node of this.nodes.values()) {
+      if (hopsKey(node.hops) !== key) continue;
+      const common = this.common(node, tokens);
+      if (common > (best?.common ?? 0)) best = { node, common };
+    }
+    return best && this.holder(best);
+  }
+
+  /**
+   * The entry whose own tail holds the last of `common` positions, not a descendant that only
+   * inherits them: a fork from it or a child of it needs fewer entries (and survives the
+   * eviction of those descendants).
+   */
+  private holder(best: { node: Node; common: number }): { node: Node; common: number } {
+    let node = best.node;
+    while (node.parent && best.common <= node.shared) node = node.parent;
+    return { node, common: best.common };
+  }
+
+  /** Positions `node`'s sequence and `tokens` have in common from the start. */
+  private common(node: Node, tokens: readonly number[]): number {
+    if (node.parent) {
+      const upTo = this.common(node.parent, tokens);
+      if (upTo < node.shared) return upTo;
+    }
+    const n = Math.min(node.tail.length, tokens.length - node.shared);
+    let i = 0;
+    while (i < n && node.tail[i] === tokens[node.shared + i]) i++;
+    return node.shared + i;
+  }
+
+  /** Mark `node` used, then its ancestors (so they stay more recent than any descendant). */
+  private touch(node: Node): void {
+    for (let n: Node | undefined = node; n; n = n.parent) {
+      this.nodes.delete(n.prefixId);
+      this.nodes.set(n.prefixId, n);
+    }
   }
 }
 
-function entryBytes(entry: PrefixEntry): number {
-  return entry.inputs.reduce((n, a) => n + a.data.byteLength, 0);
+function inputBytes(node: Node): number {
+  return node.inputs.reduce((n, a) => n + a.data.byteLength, 0);
 }

@@ -129,8 +129,9 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const signal = this.controller.signal;
     const { promptIds } = this.request;
     const { head, vocabSize } = this.deps;
+    let output: TokenOutput | undefined;
     try {
-      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd);
+      output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd, this.deps.samplers);
       await this.openRoute(signal);
       let position = (await this.prefixes?.start(this.hops, promptIds, signal)) ?? 0;
       if (position > 0) this.telemetry.cachedTokens = position;
@@ -179,6 +180,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     } finally {
       // Reached on finish, error, abort, and when the consumer stops iterating early. The
       // releases run in the background: the consumer is answered now.
+      output?.dispose();
       void this.close('cancelled');
     }
   }
@@ -271,8 +273,12 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     this.detach();
     // A finished session's KV (every current hop holds each position of `sequence`) stays behind as a prefix entry.
     const keep = this.prefixes?.toKeep(this.telemetry.outcome === 'finished', this.sequence, this.hops);
-    const current = new Set(this.hops.map((h) => h.lease));
-    const releases = this.leases.map((lease) => releaseLease(lease, this.hop, this.releaseTimeoutMs, this.telemetry.releases, current.has(lease) ? keep : undefined));
+    const current = new Map(this.hops.map((h) => [h.lease, h]));
+    const keepOn = (lease: HopLease) => {
+      const hop = current.get(lease);
+      return keep && hop ? PrefixReuse.forHop(keep, hop) : undefined;
+    };
+    const releases = this.leases.map((lease) => releaseLease(lease, this.hop, this.releaseTimeoutMs, this.telemetry.releases, keepOn(lease)));
     const [kept] = await Promise.all([Promise.all(releases), this.speculation.close().catch(() => undefined)]);
     if (keep) this.prefixes!.kept(keep, this.sequence, this.hops, kept.every((k, i) => !current.has(this.leases[i]) || k > 0));
     this.updated();

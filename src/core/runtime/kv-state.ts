@@ -40,9 +40,22 @@ export interface KvTensorOps<T> {
    * `tensor` is left as it was.
    */
   grow(tensor: T | undefined, capacity: number, length: number, offset?: number): T | undefined; // offset: the first position copied (default 0)
+  /**
+   * A new [1, kvHeads, capacity, headDim] tensor holding `parts` one after the other (each
+   * `count` positions of `tensor` from `offset`), or undefined when this runtime cannot (KV on
+   * the GPU). Absent: the runtime cannot (its prefix entries are whole copies).
+   */
+  join?(parts: readonly KvPart<T>[], capacity: number): T | undefined;
   dispose(tensor: T): void;
   /** The model's sliding window and the layers it applies to: their KV keeps only the window. */
   readonly window?: KvWindow;
+}
+
+/** `count` positions of a KV tensor from index `offset` (see `KvTensorOps.join`). */
+export interface KvPart<T> {
+  readonly tensor: T;
+  readonly offset: number;
+  readonly count: number;
 }
 
 export interface LayerKv<T> {
@@ -138,6 +151,45 @@ export class KvState<T> {
     this.windowRoom = capacity;
     this.positions = length;
     return true;
+  }
+
+  /**
+   * Fill this empty state with its own copy of positions [0, length) joined from `parts` (in
+   * position order; `part.past(layer)`'s tensors from index `offset`, `count` positions each,
+   * the counts summing to `length`): a prefix entry kept as a parent and tails. False,
+   * changing nothing, when the runtime cannot join its tensors.
+   */
+  assemble(parts: readonly { past(layer: number): LayerKv<T> | undefined; readonly offset: number; readonly count: number }[], length: number): boolean {
+    this.assertLive();
+    const join = this.ops.join;
+    if (!join || this.layers.size > 0 || length < 1 || parts.reduce((n, p) => n + p.count, 0) !== length) return false;
+    const capacity = poolCapacity(length + 1, 0);
+    const grown = new Map<number, LayerKv<T>>();
+    const undo = () => {
+      for (const kv of grown.values()) this.free(kv, false);
+      return false;
+    };
+    for (let layer = this.range.start; layer < this.range.end; layer++) {
+      const pasts = parts.map((p) => p.past(layer));
+      if (pasts.some((kv) => kv === undefined)) return undo();
+      const key = join(parts.map((p, i) => ({ tensor: pasts[i]!.key, offset: p.offset, count: p.count })), capacity);
+      const value = key === undefined ? undefined : join(parts.map((p, i) => ({ tensor: pasts[i]!.value, offset: p.offset, count: p.count })), capacity);
+      if (key === undefined || value === undefined) {
+        if (key !== undefined) this.ops.dispose(key);
+        return undo();
+      }
+      grown.set(layer, { key, value });
+    }
+    for (const [layer, kv] of grown) this.replace(layer, kv);
+    this.room = capacity;
+    this.windowRoom = capacity;
+    this.positions = length;
+    return true;
+  }
+
+  /** How this state's runtime measures, copies and frees its tensors. */
+  get tensorOps(): KvTensorOps<T> {
+    return this.ops;
   }
 
   /** Number of positions held (the same for every layer). */

@@ -82,6 +82,20 @@ export function ortKvOps(ort: OrtModule, shape: KvShape, dtype: ActivationDtype,
       }
       return new ort.Tensor(type, out as Float32Array, [1, heads, capacity, headDim]);
     },
+    join: (parts, capacity) => {
+      if (parts.some((p) => p.tensor.location !== 'cpu')) return undefined; // GPU-resident KV: cannot be joined here
+      const out = dtype === 'fp16' ? new Uint16Array(heads * capacity * headDim) : new Float32Array(heads * capacity * headDim);
+      for (let h = 0; h < heads; h++) {
+        let at = 0;
+        for (const { tensor, offset, count } of parts) {
+          const data = tensor.data as FloatArray;
+          const from = tensor.dims[2];
+          out.set(data.subarray((h * from + offset) * headDim, (h * from + offset + count) * headDim), (h * capacity + at) * headDim);
+          at += count;
+        }
+      }
+      return new ort.Tensor(type, out as Float32Array, [1, heads, capacity, headDim]);
+    },
     dispose: (t) => {
       if (t.location === 'gpu-buffer') t.dispose();
     },
