@@ -10,7 +10,9 @@
  *   position per step) against llama.cpp's raw logits (KV cache F32 and flash attention off
  *   here, not its CPU defaults, which round K and V to f16: so fp32 against fp32): the same
  *   argmax, and a max difference within TOLERANCE of the largest logit;
- * - aidreams260k also against llama2.c's own greedy ids (its README's golden list).
+ * - aidreams260k also against llama2.c's own greedy ids (its README's golden list);
+ * - a small random Qwen3-MoE through the qwen3moe writer (same checks: routing included).
+ * `--only name,name` runs only those models.
  * Exits 1 when anything differs, 2 when node-llama-cpp cannot be installed.
  */
 import { spawn } from 'node:child_process';
@@ -20,7 +22,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Activations } from '../../src/core/runtime/shard-executor.ts';
 import { loadLocalPipeline, openLocalModel, type LoadedPipeline } from '../../src/node/local-model.ts';
+import { existsSync } from 'node:fs';
 import { generateCheckpoint } from '../generate-checkpoint.ts';
+import { writeTinyCheckpoint } from '../../test/fixtures/checkpoints.ts';
+import { tinyMoeCheckpoint } from '../../test/fixtures/moe-checkpoints.ts';
 import { promptOf } from '../requests.ts';
 import { cachedGguf } from './gguf-cache.ts';
 import { ensureNodeLlamaCpp } from './install.ts';
@@ -37,7 +42,7 @@ const AIDREAMS_GOLDEN = [
   421, 392, 275, 280, 269, 440, 270, 283, 446, 299, 303, 384, 467, 407, 360, 266, 291, 443, 435, 295, 448, 429, 465, 265, 434, 317, 431, 434, 289, 408, 326, 446,
 ];
 
-const { values } = parseArgs({ options: { threads: { type: 'string' } } });
+const { values } = parseArgs({ options: { threads: { type: 'string' }, only: { type: 'string' } } });
 const threads = Number(values.threads ?? Math.max(1, os.availableParallelism()));
 const log = (line: string) => process.stderr.write(`bench:llama-check: ${line}\n`);
 
@@ -143,12 +148,22 @@ if (!install.ok) {
   process.exit(2);
 }
 const smol = await generateCheckpoint(path.join(CACHE, 'smollm2-135m-shaped'));
-const cases: Case[] = [
+// A small random Qwen3-MoE (qwen3moe GGUF writer, issue 23): 16 experts, top 4, every layer
+// sparse, a sharp router (std 1) so that no token's top-4 set is a near-tie that f32 rounding
+// differences between the two engines could flip.
+const qwen3moe = path.join(CACHE, 'qwen3moe-check');
+if (!existsSync(path.join(qwen3moe, 'config.json'))) {
+  await writeTinyCheckpoint(qwen3moe, tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'F32', seed: 23, numExperts: 16, topK: 4, expertSize: 64, numLayers: 4, hiddenSize: 128, tied: true, routerStd: 1 }));
+}
+const only = values.only?.split(',');
+const allCases: Case[] = [
   { name: 'stories260k', dir: path.join(MODELS, 'stories260k'), promptIds: [1], tokens: 64 },
   { name: 'stories260k', dir: path.join(MODELS, 'stories260k'), promptIds: promptOf(32, 512, 2), tokens: 32 },
   { name: 'aidreams260k', dir: path.join(MODELS, 'aidreams260k'), promptIds: [1], tokens: 64, golden: AIDREAMS_GOLDEN },
   { name: 'smollm2-135m-shaped', dir: smol, promptIds: promptOf(32, 49152, 2), tokens: 32 },
+  { name: 'qwen3moe-check', dir: qwen3moe, promptIds: [1, 5, 9, 2, 7, 3, 8, 4], tokens: 32 },
 ];
+const cases = only ? allCases.filter((c) => only.includes(c.name)) : allCases;
 const problems: string[] = [];
 for (const c of cases) problems.push(...(await checkModel(install.dir, c)));
 if (problems.length) {

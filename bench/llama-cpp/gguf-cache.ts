@@ -10,6 +10,7 @@ import { GgmlType } from '../gguf/gguf-format.ts';
 import { readGguf } from '../gguf/gguf-reader.ts';
 import { ggufWeightBytesPerToken, LLAMA_GGUF_WRITER_VERSION, writeLlamaGguf, type GgufWeights } from '../gguf/llama-gguf.ts';
 import { GEMMA3_GGUF_WRITER_VERSION, writeGemma3Gguf } from '../gguf/gemma3-gguf.ts';
+import { moeGgufWeightBytesPerToken, QWEN3MOE_GGUF_WRITER_VERSION, writeQwen3MoeGguf } from '../gguf/qwen3moe-gguf.ts';
 
 export interface CachedGguf {
   readonly path: string;
@@ -24,16 +25,20 @@ export interface CachedGguf {
 
 export async function cachedGguf(cacheDir: string, name: string, checkpointDir: string, weights: GgufWeights): Promise<CachedGguf> {
   const { key, checkpoint } = await openLocalModel(checkpointDir);
-  // Gemma 3 checkpoints as llama.cpp's `gemma3`, every other one as `llama`.
-  const gemma3 = checkpoint.config.architecture === 'Gemma3ForCausalLM';
+  // Gemma 3 checkpoints as llama.cpp's `gemma3`, Qwen3-MoE as `qwen3moe`, every other one as `llama`.
+  const architecture = checkpoint.config.architecture;
+  const writer =
+    architecture === 'Gemma3ForCausalLM' ? { tag: `g${GEMMA3_GGUF_WRITER_VERSION}`, write: writeGemma3Gguf }
+      : architecture === 'Qwen3MoeForCausalLM' ? { tag: `q3m${QWEN3MOE_GGUF_WRITER_VERSION}`, write: writeQwen3MoeGguf }
+        : { tag: `w${LLAMA_GGUF_WRITER_VERSION}`, write: writeLlamaGguf };
   const dir = path.join(cacheDir, 'gguf');
-  const file = path.join(dir, `${name}-${key}-${gemma3 ? `g${GEMMA3_GGUF_WRITER_VERSION}` : `w${LLAMA_GGUF_WRITER_VERSION}`}-${weights}.gguf`);
+  const file = path.join(dir, `${name}-${key}-${writer.tag}-${weights}.gguf`);
   const exists = await access(file).then(() => true, () => false);
   if (!exists) {
     await mkdir(dir, { recursive: true });
-    await (gemma3 ? writeGemma3Gguf : writeLlamaGguf)(checkpointDir, file, weights, name);
+    await writer.write(checkpointDir, file, weights, name);
   }
   const gguf = await readGguf(file);
-  const fallbacks = gguf.tensors.filter((t) => t.ne.length > 1 && weights !== 'F32' && t.type !== GgmlType[weights]).map((t) => t.name);
-  return { path: file, weights, fileBytes: gguf.fileBytes, weightBytesPerToken: ggufWeightBytesPerToken(gguf.tensors), written: !exists, fallbacks };
+  const fallbacks = gguf.tensors.filter((t) => t.ne.length > 1 && weights !== 'F32' && t.type !== GgmlType[weights] && !t.name.endsWith('ffn_gate_inp.weight')).map((t) => t.name);
+  return { path: file, weights, fileBytes: gguf.fileBytes, weightBytesPerToken: checkpoint.config.moe ? moeGgufWeightBytesPerToken(gguf.tensors, checkpoint.config.moe.topK) : ggufWeightBytesPerToken(gguf.tensors), written: !exists, fallbacks };
 }

@@ -4,7 +4,7 @@
  * row permutation shown to turn HF's rotate-half rotary into llama.cpp's interleaved one,
  * and written files read back — metadata, tensor names, shapes, types, offsets, alignment
  * and data — on tied and untied fixtures in F32, Q8_0 and Q4_0; and the gemma3 writer (names,
- * metadata, norms shifted by +1). (`npm run bench:llama-check`
+ * metadata, norms shifted by +1) and the qwen3moe writer (stacked experts, router F32). (`npm run bench:llama-check`
  * runs the files in llama.cpp itself and compares tokens and logits with meshnet.)
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -18,6 +18,8 @@ import { llamaCppTensorName, permuteRotaryRows, writeLlamaGguf, type GgufWeights
 import { mulberry32 } from '../fixtures/checkpoints.ts';
 import { buildGemmaCheckpointFiles } from '../fixtures/gemma-checkpoints.ts';
 import { gemma3TensorName, writeGemma3Gguf } from '../../bench/gguf/gemma3-gguf.ts';
+import { qwen3MoeTensorName, writeQwen3MoeGguf } from '../../bench/gguf/qwen3moe-gguf.ts';
+import { tinyMoeCheckpoint } from '../fixtures/moe-checkpoints.ts';
 import { openLocalModel } from '../../src/node/local-model.ts';
 import { fixtureModel, tempDir } from '../engine/harness.ts';
 import type { LocalModel } from '../../src/node/local-model.ts';
@@ -288,5 +290,61 @@ describe('writeGemma3Gguf', () => {
       expect(back.every((v, i) => v === Math.fround(source[i] + shift)), name).toBe(true);
     }
     await expect(writeGemma3Gguf(path.resolve(import.meta.dirname, '../fixtures/models/stories260k'), path.join(temp.dir, 'x.gguf'), 'F32')).rejects.toThrow(/Gemma3ForCausalLM.*LlamaForCausalLM/);
+  });
+});
+
+describe('writeQwen3MoeGguf', () => {
+  let temp: Awaited<ReturnType<typeof tempDir>>;
+  beforeAll(async () => {
+    temp = await tempDir('gguf-qwen3moe');
+  });
+  afterAll(async () => temp?.remove());
+
+  it("a Qwen3MoeForCausalLM checkpoint as llama.cpp's qwen3moe: expert metadata, experts stacked into 3-D tensors, router F32, q/k norms", async () => {
+    const E = 4;
+    const I = 64;
+    const model = await fixtureModel(temp.dir, 'q3m', tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'F32', seed: 5, numExperts: E, topK: 2, expertSize: I, numLayers: 2, tied: true }));
+    const config = model.checkpoint.config;
+    const H = config.hiddenSize;
+    const out = path.join(temp.dir, 'q3m.gguf');
+    const summary = await writeQwen3MoeGguf(model.directory, out, 'Q8_0');
+    const file = await readGguf(out);
+    expect(Object.fromEntries(file.metadata)).toMatchObject({
+      'general.architecture': 'qwen3moe',
+      'qwen3moe.block_count': 2,
+      'qwen3moe.expert_count': E,
+      'qwen3moe.expert_used_count': 2,
+      'qwen3moe.expert_feed_forward_length': I,
+      'qwen3moe.attention.key_length': config.headDim,
+      'qwen3moe.rope.freq_base': config.rope.theta,
+    });
+    const expected = ['token_embd.weight', 'output_norm.weight'];
+    const parts = ['attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'attn_q_norm', 'attn_k_norm', 'ffn_norm', 'ffn_gate_inp', 'ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'];
+    for (let l = 0; l < 2; l++) for (const part of parts) expected.push(`blk.${l}.${part}.weight`);
+    expect(file.tensors.map((t) => t.name).sort()).toEqual(expected.sort());
+    const info = (name: string) => file.tensors.find((t) => t.name === name)!;
+    expect(info('blk.1.ffn_gate_exps.weight')).toMatchObject({ ne: [H, I, E], type: GgmlType.Q8_0 });
+    expect(info('blk.1.ffn_down_exps.weight')).toMatchObject({ ne: [I, H, E], type: GgmlType.Q8_0 });
+    expect(info('blk.1.ffn_gate_inp.weight')).toMatchObject({ ne: [H, E], type: GgmlType.F32 });
+    expect(info('blk.0.attn_q_norm.weight')).toMatchObject({ ne: [config.headDim], type: GgmlType.F32 });
+    // Expert e of a stacked tensor is the e-th slab: its bytes decode to that expert's matrix.
+    const down = decodeGgml(await file.readTensor('blk.1.ffn_down_exps.weight'), GgmlType.Q8_0);
+    for (let e = 0; e < E; e++) {
+      const source = await model.checkpoint.readTensor(`model.layers.1.mlp.experts.${e}.down_proj.weight`);
+      const slab = down.subarray(e * H * I, (e + 1) * H * I);
+      expect(slab).toEqual(dequantizeQ8_0(quantizeQ8_0(source)));
+    }
+    const router = decodeGgml(await file.readTensor('blk.0.ffn_gate_inp.weight'), GgmlType.F32);
+    expect(router).toEqual(await model.checkpoint.readTensor('model.layers.0.mlp.gate.weight'));
+    // Per token: everything but the experts, plus top-k of E experts of each stacked tensor (tied: the whole embedding table).
+    const experts = file.tensors.filter((t) => t.name.endsWith('_exps.weight')).reduce((s, t) => s + t.bytes, 0);
+    const all = file.tensors.reduce((s, t) => s + t.bytes, 0);
+    expect(summary.weightBytesPerToken).toBe(all - experts + (experts * 2) / E);
+    expect(qwen3MoeTensorName('model.layers.3.self_attn.k_norm.weight')).toBe('blk.3.attn_k_norm.weight');
+
+    const unnormalized = await fixtureModel(temp.dir, 'q3m-nonorm', tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'F32', seed: 5, numLayers: 1, normTopK: false }));
+    await expect(writeQwen3MoeGguf(unnormalized.directory, path.join(temp.dir, 'x.gguf'), 'F32')).rejects.toThrow(/norm_topk_prob false/);
+    const dense = await fixtureModel(temp.dir, 'q3m-dense', tinyMoeCheckpoint({ architecture: 'Qwen3MoeForCausalLM', dtype: 'F32', seed: 5, numLayers: 2, mlpOnlyLayers: [0] }));
+    await expect(writeQwen3MoeGguf(dense.directory, path.join(temp.dir, 'y.gguf'), 'F32')).rejects.toThrow(/dense layers/);
   });
 });

@@ -102,4 +102,20 @@ describe('HopHistory', () => {
     expect(() => history.truncate(-1)).toThrow(RangeError);
     expect(() => history.truncate(1.5)).toThrow(RangeError);
   });
+
+  it('steps: the blocks as the peer computed them (truncation cuts them, a rebuild makes them one)', () => {
+    const history = new HopHistory();
+    history.record(0, block(0, 3));
+    history.record(3, block(3, 1));
+    history.record(4, block(4, 2));
+    const shape = () => history.steps().map((s) => [s.start, s.activations.tokens, positions(s.activations)[0]]);
+    expect(shape()).toEqual([[0, 3, 0], [3, 1, 3], [4, 2, 4]]);
+    history.replay(); // merging the data keeps the boundaries
+    expect(shape()).toEqual([[0, 3, 0], [3, 1, 3], [4, 2, 4]]);
+    history.truncate(5);
+    expect(shape()).toEqual([[0, 3, 0], [3, 1, 3], [4, 1, 4]]);
+    history.rebuilt();
+    history.record(5, block(5, 1));
+    expect(shape()).toEqual([[0, 5, 0], [5, 1, 5]]);
+  });
 });

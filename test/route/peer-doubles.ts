@@ -10,7 +10,7 @@ import type { ControlMessage } from '../../src/shared/control.ts';
 import { frameRequestId } from '../../src/shared/frame-layout.ts';
 
 /** `echo`: a well-formed, finite, wrong answer — the frame's own input sent back as its result. */
-export type PeerFault = 'nan' | 'shape' | 'foreign-request' | 'garbage' | 'internal' | 'silent' | 'echo';
+export type PeerFault = 'nan' | 'shape' | 'foreign-request' | 'garbage' | 'internal' | 'silent' | 'echo' | 'random';
 
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
@@ -66,6 +66,14 @@ export class FaultyPeer implements ShardService {
       case 'nan': {
         const data = Float32Array.from(a.data as Float32Array);
         data[3] = Number.NaN;
+        return { frame: encodeFrame({ ...answer, activations: { ...a, data } }) };
+      }
+      case 'random': {
+        // Well-formed and finite: the honest answer's magnitude, random values (seeded by the frame count).
+        const honest = a.data as Float32Array;
+        const scale = honest.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+        let x = (this.frames * 2654435761) >>> 0;
+        const data = honest.map(() => ((x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32 - 0.5) * 2 * scale);
         return { frame: encodeFrame({ ...answer, activations: { ...a, data } }) };
       }
       case 'shape': {

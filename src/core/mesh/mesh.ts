@@ -15,7 +15,7 @@
  * for `unloadGraceMs` (unload-sweep.ts): a peer holds what the route needs — at most the
  * ranges of the current and the previous plan under churn — not every range it was ever given.
  */
-import { CHAIN_MINOR, POSITION_RULE_MINOR, PREFIX_TREE_MINOR, type WireWeights } from '../../shared/protocol.ts';
+import { CHAIN_LANES_MINOR, CHAIN_MINOR, POSITION_RULE_MINOR, PREFIX_TREE_MINOR, type WireWeights } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
@@ -314,7 +314,9 @@ export class Mesh implements RouteProvider, VerifierSource {
     // Same major as ours (checked at hello): before 3.1 (POSITION_RULE_MINOR) a peer may not keep the position rule.
     const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
     // Chained routes (3.2, CHAIN_MINOR): only through a peer that announced them.
-    const chain = peer.chain && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_MINOR) ? peer.chain : undefined;
+    const chained = peer.chain && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_MINOR) ? peer.chain : undefined;
+    // Lane frames (3.4, CHAIN_LANES_MINOR): only to and from a peer that announced them.
+    const chain = chained && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_LANES_MINOR) ? { ...chained, lanes: true } : chained;
     // Prefix entries as a tree (3.3, PREFIX_TREE_MINOR): a keep names a parent only to a peer that announced it.
     const prefixTree = peer.protocol === undefined || peer.protocol.minor >= PREFIX_TREE_MINOR;
     return { peerId, range, link, latency: this.loader.latency(held), rollback, prefixTree, ...(chain && { chain }) };

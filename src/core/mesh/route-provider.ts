@@ -24,7 +24,7 @@ export interface HopLease {
    * speculative step runs on a route through it. Absent: true.
    */
   readonly rollback?: boolean;
-  /** The peer keeps prefix entries as a tree (protocol 3.3): a keep may name a parent. Absent: true. */
+  /** The peer keeps prefix entries as a tree (protocol 3.4): a keep may name a parent. Absent: true. */
   readonly prefixTree?: boolean;
   /** The peer runs chained routes (protocol 3.2): absent, every frame to it goes head → peer → head. */
   readonly chain?: ChainAccess;
@@ -42,6 +42,8 @@ export interface ChainAccess {
   readonly url?: string;
   /** Whether a previous hop can reach it without a URL (an in-process peer). */
   readonly dialable?: boolean;
+  /** Whether it reads lane frames (protocol 3.4, kinds 8 and 9); set by the mesh from the peer's hello. */
+  readonly lanes?: boolean;
 }
 
 /** A fault a session saw on a hop, as it classified it (src/core/route/hop-failure.ts): the kind and why. */

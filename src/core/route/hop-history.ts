@@ -15,6 +15,8 @@ import type { Activations } from '../runtime/shard-executor.ts';
 export class HopHistory {
   #chunks: Activations[] = []; // each [1, tokens, hiddenSize], in position order
   #length = 0;
+  /** Positions of each block as the peer computed it (a prefill, then one block per step), in order; their sum is `length`. */
+  #blocks: number[] = [];
 
   /** Positions recorded. */
   get length(): number {
@@ -53,6 +55,32 @@ export class HopHistory {
     }
     this.#chunks.push(activations);
     this.#length += tokens;
+    this.#blocks.push(tokens);
+  }
+
+  /**
+   * The peer rebuilt its state from the whole history as one prefill (a stale hop, a
+   * replacement): from now on its path is that one block, then the blocks after it.
+   */
+  rebuilt(): void {
+    this.#blocks = this.#length > 0 ? [this.#length] : [];
+  }
+
+  /**
+   * The history cut the way the peer computed it — each block with its start position, in
+   * order (views of the data, no copy): replaying them one run at a time on one session is the
+   * peer's own sequence of steps. Throws RangeError if empty.
+   */
+  steps(): { readonly start: number; readonly activations: Activations }[] {
+    const whole = this.replay();
+    const out: { start: number; activations: Activations }[] = [];
+    let start = 0;
+    for (const tokens of this.#blocks) {
+      const data = whole.data.subarray(start * whole.hiddenSize, (start + tokens) * whole.hiddenSize);
+      out.push({ start, activations: { ...whole, tokens, data } as Activations });
+      start += tokens;
+    }
+    return out;
   }
 
   /** Every recorded position as one prefill block, starting at position 0. Throws RangeError if empty. */
@@ -89,5 +117,13 @@ export class HopHistory {
     }
     this.#chunks = chunks;
     this.#length = length;
+    let left = length;
+    const blocks: number[] = [];
+    for (const tokens of this.#blocks) {
+      if (left <= 0) break;
+      blocks.push(Math.min(tokens, left));
+      left -= tokens;
+    }
+    this.#blocks = blocks;
   }
 }

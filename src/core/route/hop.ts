@@ -82,6 +82,7 @@ export class Hop {
   async run(hidden: Activations, position: number, signal: AbortSignal): Promise<Activations> {
     if (!this.stale) return this.send(hidden, position, signal);
     const replayed = await this.send(this.history.replay(), 0, signal);
+    this.history.rebuilt();
     this.stale = false;
     return lastPositions(replayed, hidden.tokens);
   }

@@ -129,8 +129,9 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const signal = this.controller.signal;
     const { promptIds } = this.request;
     const { head, vocabSize } = this.deps;
+    let output: TokenOutput | undefined;
     try {
-      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd);
+      output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd, this.deps.samplers);
       await this.openRoute(signal);
       let position = (await this.prefixes?.start(this.hops, promptIds, signal)) ?? 0;
       if (position > 0) this.telemetry.cachedTokens = position;
@@ -179,6 +180,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     } finally {
       // Reached on finish, error, abort, and when the consumer stops iterating early. The
       // releases run in the background: the consumer is answered now.
+      output?.dispose();
       void this.close('cancelled');
     }
   }

@@ -5,7 +5,9 @@
  * a step, a sampled fraction of steps is checked: that hop's whole recorded history — every
  * input the head sent it, this step's included — is replayed as one prefill on another holder
  * of the range, under a throwaway session id, and the replay's last positions are compared
- * with the hop's answer within a tolerance set per runtime. The head itself is the preferred
+ * with the hop's answer within a tolerance set per runtime; on a mismatch the witness replays
+ * the history once more the way the hop computed it, step by step, before the hop is blamed
+ * (routing flips on mixture-of-experts ranges: STEP_REPLAY_LIMIT). The head itself is the preferred
  * witness (it is trusted, and loads the range on demand); otherwise a peer that holds the
  * range already. A disagreement throws HopMismatchError: the session classifies it `mismatch`
  * and replaces the hop and the mesh quarantines its peer, as for any other fault. A check that
@@ -30,6 +32,7 @@ import { lastPositions } from './activations-slice.ts';
 import type { HopHistory } from './hop-history.ts';
 import { Hop, releaseLease, type HopContext } from './hop.ts';
 import { HopMismatchError } from './route-errors.ts';
+import { withDeadline } from '../runtime/deadline.ts';
 import type { HopLease, VerifierSource } from '../mesh/route-provider.ts';
 
 /** One answered step of one hop, as the session has it. */
@@ -56,7 +59,28 @@ export interface HopVerifierOptions {
   readonly timeoutMs?: number;
   /** Each check's outcome (metrics). */
   readonly onResult?: (result: VerifyResult, peerId: string, detail: string) => void;
+  /** On a mismatch, replay the hop's own path step by step before blaming it (default true; see STEP_REPLAY_LIMIT). */
+  readonly stepReplay?: boolean;
+  /** Most blocks a step-by-step replay runs (default STEP_REPLAY_LIMIT); a longer path keeps the prefill replay's verdict. */
+  readonly stepReplayLimit?: number;
 }
+
+/**
+ * Routing flips (mixture-of-experts ranges). A router near-tie — two experts' scores closer
+ * than the ~1e-7 by which a decode step and a prefill of the same history differ (other
+ * kernels, other summation orders) — can pick another expert in the replay than the hop did,
+ * which moves that token's output by the expert's share, O(0.1–1): far beyond any float
+ * tolerance, yet honest. So a mismatch is not blamed on the prefill replay alone: the witness
+ * replays the history again the way the hop computed it — its prefill block, then each decode
+ * step as its own run, on one throwaway session — and the hop is blamed only if its answer
+ * also differs from that. On the same runtime and format that path is the hop's own sequence
+ * of kernels, so the near-tie resolves the same way; a liar (an echo, NaN, random values, a
+ * skipped layer) differs from both. Cost: only on a mismatch, one run per step of the
+ * session so far (at most STEP_REPLAY_LIMIT). Left open: across runtimes (a wasm tab checked
+ * on the CPU head), whose step-by-step runs still differ by ~1e-6, a tie that close is still
+ * blamed (an honest peer quarantined).
+ */
+export const STEP_REPLAY_LIMIT = 4096;
 
 /**
  * The largest difference tolerated between a hop's answer and its replay, relative to the
@@ -129,22 +153,56 @@ export class HopVerifier {
       return undefined;
     });
     if (!lease) return this.report('skipped', step.peerId, `no other holder of layers [${step.range.start}, ${step.range.end})`);
-    const sessionId = crypto.randomUUID();
+    const sessions = [crypto.randomUUID()];
+    try {
+      await this.compare(lease, sessions, step, signal);
+    } finally {
+      void this.discard(lease, sessions);
+    }
+  }
+
+  /** Replay on `lease` (each replay's session id pushed on `sessions`), report, and throw HopMismatchError on a mismatch. */
+  private async compare(lease: HopLease, sessions: string[], step: HopCheck, signal: AbortSignal): Promise<void> {
+    const { source } = this.options;
     let replayed: Activations;
     try {
-      replayed = await this.replay(lease, sessionId, step, signal);
+      replayed = await this.replay(lease, sessions[0]!, step, signal);
     } catch (error) {
       signal.throwIfAborted();
       return this.report('skipped', step.peerId, `the witness ${lease.peerId} failed: ${error instanceof Error ? error.message : String(error)}`);
-    } finally {
-      void this.discard(lease, sessionId);
     }
     const difference = activationDifference(step.answer, lastPositions(replayed, step.answer.tokens));
     const tolerance = toleranceFor([source.deviceOf(step.peerId), source.deviceOf(lease.peerId)], step.answer.dtype, [source.weightsOf(step.peerId), source.weightsOf(lease.peerId)]);
     if (difference <= tolerance) return this.report('agreed', step.peerId, `within ${difference.toExponential(1)} of ${lease.peerId}`);
-    const error = new HopMismatchError(step.hop, step.peerId, lease.peerId, difference, tolerance);
+    // A second witness run on the hop's own path before blaming it (STEP_REPLAY_LIMIT's note).
+    const path = step.history.steps();
+    let blamed = difference;
+    if (this.options.stepReplay !== false && path.length > 1 && path.length <= (this.options.stepReplayLimit ?? STEP_REPLAY_LIMIT)) {
+      sessions.push(crypto.randomUUID());
+      let again: Activations;
+      try {
+        again = await this.replaySteps(lease, sessions[1]!, step, path, signal);
+      } catch (error) {
+        signal.throwIfAborted();
+        return this.report('skipped', step.peerId, `the witness ${lease.peerId} failed the step-by-step replay: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      const stepDifference = activationDifference(step.answer, lastPositions(again, step.answer.tokens));
+      if (stepDifference <= tolerance) {
+        return this.report('agreed', step.peerId, `within ${stepDifference.toExponential(1)} of ${lease.peerId}'s step-by-step replay (its prefill replay differed by ${difference.toExponential(1)}: a routing near-tie)`);
+      }
+      blamed = Math.min(difference, stepDifference);
+    }
+    const error = new HopMismatchError(step.hop, step.peerId, lease.peerId, blamed, tolerance);
     this.report('mismatch', step.peerId, error.message);
     throw error;
+  }
+
+  /** The witness's answer to the history replayed block by block, as the hop computed it, on one session: the last block's answer. */
+  private async replaySteps(lease: HopLease, sessionId: string, step: HopCheck, path: ReturnType<HopHistory['steps']>, signal: AbortSignal): Promise<Activations> {
+    const witness = new Hop(step.hop, { ...lease, latency: new HopLatency() }, this.witnessContext(sessionId));
+    let answer!: Activations;
+    for (const block of path) answer = await witness.send(block.activations, block.start, signal);
+    return answer;
   }
 
   /** The witness's answer to the whole history as one prefill, checked like any hop's answer (a Hop of its own: its latency is not the witness's shared record). */
@@ -153,10 +211,13 @@ export class HopVerifier {
     return witness.send(step.history.replay(), 0, signal);
   }
 
-  /** Free the replay's KV on the witness and end the lease (in the background). */
-  private async discard(lease: HopLease, sessionId: string): Promise<void> {
-    // The witness evicts it in time if the release fails; nothing else depends on it.
-    await releaseLease(lease, this.witnessContext(sessionId), 5000, []);
+  /** Free the replays' KV on the witness and end the lease (in the background). */
+  private async discard(lease: HopLease, sessions: readonly string[]): Promise<void> {
+    // The witness evicts them in time if a release fails; nothing else depends on it.
+    for (const sessionId of sessions.slice(0, -1)) {
+      await withDeadline(this.clock, 5000, () => new Error('no released within 5000 ms'), (s) => lease.link.control({ kind: 'release', sessionId }, s)).catch(() => undefined);
+    }
+    await releaseLease(lease, this.witnessContext(sessions.at(-1)!), 5000, []);
   }
 
   private witnessContext(sessionId: string): HopContext {
