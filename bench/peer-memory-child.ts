@@ -11,6 +11,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { getShardArtifact } from '../src/node/artifact-cache.ts';
+import { buildShardArtifact } from '../src/core/model/shard-artifact.ts';
 import { openLocalModel } from '../src/node/local-model.ts';
 import { nodeLoaderOptions } from '../src/node/ort-node-runtime.ts';
 import { KvState } from '../src/core/runtime/kv-state.ts';
@@ -38,12 +39,20 @@ async function settle(): Promise<void> {
 }
 const rss = () => process.memoryUsage().rss;
 /** RssAnon and RssFile (Linux /proc/self/status), bytes: what the process allocated, and the files it maps. */
-async function split(): Promise<{ anon: number; file: number }> {
+async function split(): Promise<Stage> {
   const status = await readFile('/proc/self/status', 'utf8').catch(() => '');
   const bytes = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
-  return { anon: bytes('RssAnon'), file: bytes('RssFile') };
+  const { heapTotal, arrayBuffers } = process.memoryUsage();
+  return { anon: bytes('RssAnon'), file: bytes('RssFile'), heapTotal, arrayBuffers };
 }
-const stages: Record<string, { anon: number; file: number }> = {};
+/** RssAnon / RssFile, and V8's own heap and the ArrayBuffers it knows of (the KV pool is among them). */
+interface Stage {
+  readonly anon: number;
+  readonly file: number;
+  readonly heapTotal: number;
+  readonly arrayBuffers: number;
+}
+const stages: Record<string, Stage> = {};
 /** Resident bytes of every mapping of files named `name` (/proc/self/smaps): weights onnxruntime maps rather than reads. */
 async function mappedResident(name: string): Promise<number> {
   const smaps = await readFile('/proc/self/smaps', 'utf8').catch(() => '');
@@ -63,7 +72,10 @@ const cpuMicros = () => {
 const model = await openLocalModel(directory);
 const base = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
 const loader = withMemoryVariant(base, variant);
-const { artifact } = await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights);
+const cached = (await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights)).artifact;
+// An in-place graph is never cached; its weights are the cached part's (same plan: checked).
+const artifact = variant.attention ? buildShardArtifact(model.checkpoint.config, model.checkpoint.tensors, model.key, { kind: 'layers', range }, 'fp32', weights, variant.attention) : cached;
+if (JSON.stringify(artifact.manifest.segments) !== JSON.stringify(cached.manifest.segments)) throw new Error('the in-place graph packs its weights differently from the cached part');
 await settle();
 const rssBefore = rss();
 stages.before = await split();
@@ -92,10 +104,13 @@ await settle();
 const rssPrefilled = rss();
 stages.prefilled = await split();
 const decodeCpu = cpuMicros();
+const decodeFaults = process.resourceUsage().minorPageFault;
 for (let i = 0; i < decodeSteps; i++) {
   out = await executor.run({ sessionId: 'memory', startPosition: prefillTokens + i, hidden: hidden(1, i + 1) }, kv);
 }
 const decodeCpuMicrosPerStep = (cpuMicros() - decodeCpu) / Math.max(1, decodeSteps);
+/** Minor page faults per decode step: memory handed back to the system and taken again costs one per 4 KiB page. */
+const decodeFaultsPerStep = (process.resourceUsage().minorPageFault - decodeFaults) / Math.max(1, decodeSteps);
 await settle();
 const rssDecoded = rss();
 stages.decoded = await split();
@@ -120,6 +135,7 @@ console.log(
     loadCpuMicros,
     prefillCpuMicros,
     decodeCpuMicrosPerStep,
+    decodeFaultsPerStep,
     checksum: Array.from(out.data).reduce((a, b) => a + b, 0),
   }),
 );

@@ -4,6 +4,9 @@
  * through `extra.session`) laid over what a Node peer uses today.
  */
 import type { OrtLoaderOptions } from '../src/core/runtime/ort-loader.ts';
+import type * as Ort from 'onnxruntime-common';
+import { SHARD_INPUT_HIDDEN } from '../src/core/model/shard-graph.ts';
+import { withoutGraphOutputs } from './onnx-outputs.ts';
 import type { OrtModule } from '../src/core/runtime/ort-session.ts';
 
 export interface MemoryVariant {
@@ -11,6 +14,15 @@ export interface MemoryVariant {
   readonly options?: Record<string, unknown>;
   /** Session config entries under `session.` (values are strings, as onnxruntime wants). */
   readonly session?: Record<string, string>;
+  /**
+   * Run options laid over every run (or, `prefillOnly`, over runs of more than one position):
+   * e.g. `memory.enable_memory_arena_shrinkage` = 'cpu:0' through `extra`.
+   */
+  readonly run?: { readonly extra: Record<string, unknown>; readonly prefillOnly?: boolean };
+  /** Graph outputs `present.*` dropped before the session is created (see withoutGraphOutputs). */
+  readonly noPresentOutputs?: boolean;
+  /** The layers' attention (see AttentionKind): 'in-place' fetches no present KV at all. */
+  readonly attention?: 'in-place';
 }
 
 export const PEER_MEMORY_VARIANTS: Record<string, MemoryVariant> = {
@@ -23,6 +35,12 @@ export const PEER_MEMORY_VARIANTS: Record<string, MemoryVariant> = {
   'device-alloc-init': { session: { use_device_allocator_for_initializers: '1' } },
   'device-alloc-init-no-arena': { options: { enableCpuMemArena: false }, session: { use_device_allocator_for_initializers: '1' } },
   'env-allocators': { session: { use_env_allocators: '1' } },
+  // onnxruntime's run option: give the CPU arena's free regions back at the end of a run.
+  'shrink-prefill': { run: { extra: { memory: { enable_memory_arena_shrinkage: 'cpu:0' } }, prefillOnly: true } },
+  'shrink-every-run': { run: { extra: { memory: { enable_memory_arena_shrinkage: 'cpu:0' } } } },
+  'no-present-outputs': { noPresentOutputs: true },
+  'in-place': { attention: 'in-place' },
+  'in-place-no-pattern': { attention: 'in-place', options: { enableMemPattern: false } },
 };
 
 /** `loader` with `variant` laid over every session it creates. */
@@ -34,9 +52,30 @@ export function withMemoryVariant(loader: OrtLoaderOptions, variant: MemoryVaria
       create: (graph, options = {}) => {
         const extra = (options.extra ?? {}) as Record<string, unknown>;
         const session = { ...((extra.session ?? {}) as Record<string, unknown>), ...variant.session };
-        return ort.InferenceSession.create(graph, { ...options, ...variant.options, extra: { ...extra, session } });
+        const model = variant.noPresentOutputs ? withoutGraphOutputs(graph, (name) => name.startsWith('present.')) : graph;
+        const created = ort.InferenceSession.create(model, { ...options, ...variant.options, extra: { ...extra, session } });
+        return variant.run ? created.then((s) => withRunOptions(s, variant.run!)) : created;
       },
     },
   };
   return { ...loader, ort: wrapped };
+}
+
+/** `session` with `run` laid over the options of its runs (all, or those feeding more than one position). */
+function withRunOptions(session: Ort.InferenceSession, run: NonNullable<MemoryVariant['run']>): Ort.InferenceSession {
+  const options = { extra: run.extra } as Ort.InferenceSession.RunOptions;
+  const several = (feeds: Ort.InferenceSession.FeedsType) => {
+    const hidden = feeds[SHARD_INPUT_HIDDEN];
+    return hidden !== undefined && hidden.size / hidden.dims.at(-1)! > 1;
+  };
+  return new Proxy(session, {
+    get(target, key) {
+      if (key === 'run') {
+        return (feeds: Ort.InferenceSession.FeedsType, fetches: Ort.InferenceSession.FetchesType) =>
+          !run.prefillOnly || several(feeds) ? target.run(feeds, fetches, options) : target.run(feeds, fetches);
+      }
+      const value = Reflect.get(target, key, target) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }

@@ -7,7 +7,7 @@
  * the peers' prefix bytes and entries. Memory should follow the distinct tokens: the shared
  * prompt held once per hop, so the figures stay flat once the registry is full.
  *
- *   npm run bench:prefix-soak -- --rounds 5 --requests 200
+ *   npm run bench:prefix-soak -- --rounds 5 --requests 200 [--prefix-cache MB]   (0: prefix reuse off, for comparison)
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
@@ -18,14 +18,16 @@ import { DEFAULT_PREFIX_CACHE_MB } from '../src/node/defaults.ts';
 import type { StatsMessage } from '../src/shared/control.ts';
 import { collect, greedy, inProcessMesh, openStories } from '../test/route/route-harness.ts';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '4' }, requests: { type: 'string', default: '100' }, concurrency: { type: 'string', default: '4' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '4' }, requests: { type: 'string', default: '100' }, concurrency: { type: 'string', default: '4' }, 'prefix-cache': { type: 'string', default: String(DEFAULT_PREFIX_CACHE_MB) } } });
 const rounds = Number(values.rounds);
 const requests = Number(values.requests);
 const concurrency = Number(values.concurrency);
 
 const ctx = await openStories();
-const m = inProcessMesh(ctx, 2, undefined, {}, DEFAULT_PREFIX_CACHE_MB * 2 ** 20);
+const prefixCacheMb = Number(values['prefix-cache']);
+const m = inProcessMesh(ctx, 2, undefined, {}, prefixCacheMb * 2 ** 20);
 const registry = new PrefixRegistry();
+const prefixes = prefixCacheMb > 0 ? registry : undefined;
 const vocab = ctx.model.checkpoint.config.vocabSize;
 const SYSTEM = [1, ...Array.from({ length: 199 }, (_, i) => 3 + ((i * 37) % (vocab - 3)))];
 let asked = 0;
@@ -36,7 +38,7 @@ const question = () => {
 
 async function one(): Promise<void> {
   const session = new RouteSession(
-    { head: ctx.head, route: m.provider, vocabSize: vocab, policy: { backoff: { baseMs: 1, maxMs: 5 } }, prefixes: registry },
+    { head: ctx.head, route: m.mesh, vocabSize: vocab, policy: { backoff: { baseMs: 1, maxMs: 5 } }, prefixes },
     { sessionId: randomUUID(), promptIds: [...SYSTEM, ...question()], params: greedy(8) },
   );
   await collect(session);
@@ -44,11 +46,10 @@ async function one(): Promise<void> {
 }
 
 const mib = (b: number) => (b / 2 ** 20).toFixed(1);
-console.log(`prefix soak: ${rounds} rounds × ${requests} requests (${concurrency} at a time), system prompt ${SYSTEM.length} tokens, load ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+console.log(`prefix soak: ${rounds} rounds × ${requests} requests (${concurrency} at a time), --prefix-cache ${prefixCacheMb}, system prompt ${SYSTEM.length} tokens, load ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 for (let round = 1; round <= rounds; round++) {
   const started = Date.now();
   for (let i = 0; i < requests; i += concurrency) await Promise.all(Array.from({ length: Math.min(concurrency, requests - i) }, one));
-  await m.provider.allClosed();
   globalThis.gc?.();
   const mem = process.memoryUsage();
   const head = registry.stats();

@@ -331,6 +331,7 @@ const readers: Record<ControlKind, Reader> = {
       const url = t.optional('url', (g) => t.string(g, { pattern: WS_URL }));
       return { peerId: t.string('peerId', { pattern: PEER_ID }), range: t.range('range'), ...(url !== undefined && { url }) };
     }),
+    lanes: r.optional('lanes', (f) => r.boolean(f)),
   }),
   chained: (r) => ({ sessionId: r.sessionId('sessionId'), range: r.range('range') }),
   authenticated: (r) => ({ proof: r.string('proof', { pattern: HEX_256 }) }),

@@ -27,7 +27,9 @@
  * - kind: 1 prefill, 2 decode, 3 result; 6 chain (protocol 3.2: run, copy the output to the
  *   head, forward it to the next hop the head named for the session; a start position of 0 is a
  *   prefill), 7 copy (a hop's output, sent to the head: its own range, the chain frame's request
- *   id and start). Kinds 4 and 5 are batched frames (batch-frame-codec.ts). Errors are not
+ *   id and start). Kinds 4 and 5 are batched frames (batch-frame-codec.ts); kinds 8
+ *   `chain-lanes` and 9 `copy-lanes` (protocol 3.4) carry several sessions' kind 6 / kind 7
+ *   frames as lanes of one frame (lane-frame-codec.ts). Errors are not
  *   frames: a hop that fails answers with an `error` control message carrying the frame's
  *   request id.
  * - dtype: 1 fp32 (4 bytes/value), 2 fp16 (2 bytes/value, IEEE half bits).
@@ -71,6 +73,8 @@ export const FRAME_VERSION = PROTOCOL_VERSION;
 export type FrameKind = 'prefill' | 'decode' | 'result' | 'chain' | 'copy';
 
 export const FRAME_KIND_CODES = { prefill: 1, decode: 2, result: 3, chain: 6, copy: 7 } as const satisfies Record<FrameKind, number>;
+/** Lane frames (protocol 3.4; core/frames/lane-frame-codec.ts): several sessions' kind 6 / kind 7 frames as one. */
+export const LANE_FRAME_KIND_CODES = { 'chain-lanes': 8, 'copy-lanes': 9 } as const;
 export const FRAME_DTYPE_CODES = { fp32: 1, fp16: 2 } as const satisfies Record<WireDtype, number>;
 /** Bytes per activation value. */
 export const FRAME_ITEM_BYTES = { fp32: 4, fp16: 2 } as const satisfies Record<WireDtype, number>;

@@ -51,6 +51,12 @@ export interface ChainMessage extends Correlated {
   readonly range: LayerRange;
   readonly from: string;
   readonly to?: { readonly peerId: string; readonly range: LayerRange; readonly url?: string };
+  /**
+   * Protocol 3.4: this hop may send the session's outputs as lanes of one frame with other
+   * sessions' (kind 8 to `to`, kind 9 to the head). Set only when the head and every peer of
+   * the chained segment read lane frames; absent: kinds 6 and 7 only.
+   */
+  readonly lanes?: boolean;
 }
 export interface ChainedMessage extends Correlated {
   readonly kind: 'chained';

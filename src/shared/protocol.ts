@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 3, minor: 3 } as const;
+export const PROTOCOL_VERSION = { major: 3, minor: 4 } as const;
 
 /**
  * The first minor version (of major 3) whose peers keep the position rule (3.1): a frame
@@ -35,6 +35,15 @@ export const CHAIN_MINOR = 2;
  * at least this; an older peer drops the field and keeps a whole copy.
  */
 export const PREFIX_TREE_MINOR = 3;
+
+/**
+ * The first minor version (of major 3) whose peers read lane frames (3.4): kind 8
+ * `chain-lanes` and kind 9 `copy-lanes`, several sessions' chained steps as one frame per
+ * link (core/frames/lane-frame-codec.ts), and `chain.lanes`. A head sets `lanes` only on the
+ * hops of a chained segment whose peers all announced at least this; a 3.3 or older peer refuses both
+ * kinds (`unknown_kind`), so it is only ever sent kinds 6 and 7.
+ */
+export const CHAIN_LANES_MINOR = 4;
 
 /*
  * Protocol history (version → what changed):
@@ -102,6 +111,21 @@ export const PREFIX_TREE_MINOR = 3;
  *   evicts an entry with its descendants, leaves first. Minor, because the field is optional:
  *   a head names parents only to peers that announced 3.3 (`PREFIX_TREE_MINOR`); a 3.2 peer
  *   drops it and keeps a whole copy, which forks the same.
+ * - 3.4 (issue 25): lane frames, one frame per link for several sessions along a chain. Kind 8
+ *   `chain-lanes` (hop → next hop) and kind 9 `copy-lanes` (hop → head): the 48-byte header of a
+ *   batch frame (request id 0, session id zero, lane count where a start position would be),
+ *   then a table of 32-byte lanes (session id, request id, start position, token count, body
+ *   length) and the bodies (core/frames/lane-frame-codec.ts). Each lane is exactly the kind 6 /
+ *   kind 7 frame it stands for: admitted by the `chain` entry of its own session and range
+ *   (a lane for a session the sender was not named for is refused and reported on its own; the
+ *   other lanes run), run in its session's order, reported on its own (`error`, id `chain`,
+ *   its session and request id) when it fails, and checked by the head as a lone copy. A frame
+ *   that does not decode (counts, lengths, a session in two lanes) is refused as a whole; its
+ *   readable lanes that the sender was named for are reported. `chain.lanes: true` (head → peer)
+ *   lets a hop send that session's outputs as lanes: chain-lanes to `to`, copy-lanes to the
+ *   head — the outputs of one batched run leave as one frame per link. The head sets it only on
+ *   a chained segment whose peers all announced 3.4 (`CHAIN_LANES_MINOR`); elsewhere kinds 6/7
+ *   flow as in 3.2, and a 3.3 or older peer refuses kinds 8/9 (`unknown_kind`). Minor: header unchanged.
  */
 
 export interface ProtocolVersion {

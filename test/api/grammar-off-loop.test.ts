@@ -4,7 +4,8 @@
  * new JSON schema arrives, and its grammar engine starts and compiles in the grammar worker.
  * The other streams keep producing tokens while it compiles: chunks arrive between the
  * constrained request's send and its answer, and no gap between them comes near that time.
- * The event-loop delay (monitorEventLoopDelay) over the window is printed, with the load.
+ * The event-loop delay (monitorEventLoopDelay) over the window is printed, with the load, and
+ * bounded: max < 1 s (the compile is not on the loop), p99 < 200 ms (what loaded CI allows).
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -85,4 +86,10 @@ it('other streams keep producing tokens while a new schema compiles', async () =
   console.log(`constrained request ${window.toFixed(0)} ms (engine start + compile + 12 tokens); other streams' tokens during it ${during.length}, longest gap ${longest.toFixed(0)} ms; event-loop delay p50 ${(delay.percentile(50) / 1e6).toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms, max ${(delay.max / 1e6).toFixed(1)} ms; load average ${os.loadavg()[0].toFixed(1)}`);
   expect(during.length, 'the other streams produced tokens while the grammar compiled').toBeGreaterThan(10);
   expect(longest, 'no stall of the whole compile').toBeLessThan(window / 2);
+  // The event loop itself: a compile costs ≥ 1.7 s of one thread at this vocabulary (on the
+  // loop it stalled it 18.7 s under test load), so no delay may come near a second; p99 under
+  // 200 ms is what CI's 2 loaded cores allow with margin (measured: 9 ms at load 0.5, 63 ms at
+  // load 17) — the issue's 20 ms is measured by `npm run bench:event-loop`, not asserted here.
+  expect(delay.max / 1e6, 'no event-loop stall of the compile').toBeLessThan(1000);
+  expect(delay.percentile(99) / 1e6, 'event-loop delay p99').toBeLessThan(200);
 }, 180_000);

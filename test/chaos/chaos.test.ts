@@ -3,13 +3,15 @@
  * greedy clients with random aborts against a head and 3 peer processes, a chaos event every
  * 2–4 s (a peer SIGKILLed, SIGSTOPped for 1–10 s or restarted) and the head killed and started
  * again once. Every completed stream equals the one-process answer, every failure is a typed
- * error, and at the end no session is tracked and no peer holds KV. Counts are printed.
+ * error, every second each peer holds only ranges of the head's current and previous plan
+ * (or loading, or leased by a session for at most OFF_PLAN_GRACE_MS: it moves to the plan at
+ * its next step), and at the end no session is tracked and no peer holds KV. Counts are printed.
  */
 import os from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { tempDir } from '../engine/harness.ts';
 import { isSettled, mib } from '../soak/soak.ts';
-import { runChaos } from './chaos.ts';
+import { OFF_PLAN_GRACE_MS, runChaos } from './chaos.ts';
 
 let home: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
@@ -22,10 +24,11 @@ afterAll(async () => {
 it('chaos: golden or typed, settled at the end', { timeout: 120_000 }, async () => {
   const r = await runChaos({ durationMs: 18_000, clients: 16, everyMs: [2000, 4000], home: home.dir });
   console.log(
-    `chaos (CI): requests ${r.requests}: ${r.golden} golden, ${r.aborted} aborted, typed ${JSON.stringify(r.typed)}, ${r.headDown} cut/refused by the head restart; events ${JSON.stringify(r.events)}; most ranges one peer held ${r.mostRanges}; heap ${mib(r.heapAfterChaos)} → ${mib(r.heapAtEnd)}, rss ${mib(r.rssAfterChaos)} → ${mib(r.rssAtEnd)}; load average ${os.loadavg()[0].toFixed(1)}`,
+    `chaos (CI): requests ${r.requests}: ${r.golden} golden, ${r.aborted} aborted, typed ${JSON.stringify(r.typed)}, ${r.headDown} cut/refused by the head restart; events ${JSON.stringify(r.events)}; most ranges one peer held ${r.mostRanges}, a leased range off the recent plans at most ${r.offPlanLongestMs} ms; heap ${mib(r.heapAfterChaos)} → ${mib(r.heapAtEnd)}, rss ${mib(r.rssAfterChaos)} → ${mib(r.rssAtEnd)}; load average ${os.loadavg()[0].toFixed(1)}`,
   );
   expect(r.wrong, 'every completed stream is the one-process answer').toEqual([]);
   expect(r.untyped, 'every failure is a typed error').toEqual([]);
+  expect(r.rangeViolations, `peers hold only the ranges of the head's current and previous plan (a leased one at most ${OFF_PLAN_GRACE_MS} ms more)`).toEqual([]);
   expect(r.golden).toBeGreaterThan(0);
   expect(r.events['head restarted']).toBe(1);
   expect(Object.values(r.events).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(4);

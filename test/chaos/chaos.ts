@@ -47,7 +47,18 @@ export interface ChaosReport {
   readonly rssAfterChaos: number;
   readonly rssAtEnd: number;
   readonly mostRanges: number;
+  /** The longest a leased range outside the head's two recent plans was seen held (sampled each second). */
+  readonly offPlanLongestMs: number;
+  /** Samples where a peer held a range outside the recent plans unleased, or leased for longer than the grace. */
+  readonly rangeViolations: readonly string[];
 }
+
+/**
+ * How long a session may keep a range outside the two recent plans leased: it moves at its
+ * next step boundary, and a step may first wait out a hung hop (the adaptive deadline, ≤ 1.5 s
+ * on loopback) and its repair (a replacement loaded and warmed, ~1 s at load 10–20).
+ */
+export const OFF_PLAN_GRACE_MS = 5000;
 
 const TOKEN = 'chaos-token';
 const PEERS = ['c1', 'c2', 'c3'];
@@ -99,7 +110,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const golden = await completion(base);
   if (JSON.stringify(golden.ids) !== JSON.stringify(STORIES_GOLDEN)) throw new Error(`the mesh's answer before any chaos is not the one-process answer: ${golden.text}`);
 
-  const report = { requests: 0, golden: 0, wrong: [] as string[], aborted: 0, typed: {} as Record<string, number>, untyped: [] as string[], headDown: 0, events: {} as Record<string, number>, mostRanges: 0 };
+  const report = { requests: 0, golden: 0, wrong: [] as string[], aborted: 0, typed: {} as Record<string, number>, untyped: [] as string[], headDown: 0, events: {} as Record<string, number>, mostRanges: 0, offPlanLongestMs: 0, rangeViolations: [] as string[] };
   const count = (table: Record<string, number>, key: string) => (table[key] = (table[key] ?? 0) + 1);
   const end = Date.now() + options.durationMs;
   let chaosOn = true;
@@ -133,6 +144,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         log('chaos: SIGKILL the head, start it again on its port');
         headUp = false;
         headGeneration++;
+        headInstance++;
         head.child.kill('SIGKILL');
         await exited(head.child);
         head = await startHead();
@@ -170,9 +182,41 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
   };
 
+  // Ranges follow the plan: sampled each second, a peer (up, not quarantined) holds only ranges
+  // of the head's current and previous plan generation, or ranges loading, or — for at most
+  // OFF_PLAN_GRACE_MS — a range a session still leases (it moves to the plan at its next step).
+  const offPlanSince = new Map<string, number>();
+  const quarantines = new Set<string>();
+  let headInstance = 0;
   const sampler = setInterval(() => {
     if (!headUp) return;
-    void head.measure().then((m) => (report.mostRanges = Math.max(report.mostRanges, ...m.peers.map((p) => p.ranges))), () => {});
+    const instance = headInstance;
+    void head.holds().then((h) => {
+      if (instance !== headInstance) return;
+      const now = Date.now();
+      const perPeer = new Map<string, number>();
+      for (const hold of h.holds) perPeer.set(hold.peerId, (perPeer.get(hold.peerId) ?? 0) + 1);
+      report.mostRanges = Math.max(report.mostRanges, ...perPeer.values());
+      const key = (x: { peerId: string; range: { start: number; end: number } }) => `${x.peerId}[${x.range.start},${x.range.end})`;
+      const planned = new Set([...h.plans[0], ...h.plans[1]].map(key));
+      const seen = new Set<string>();
+      for (const hold of h.holds) {
+        if (hold.quarantined || hold.loading || planned.has(key(hold))) continue;
+        const k = `${instance} ${key(hold)}`;
+        seen.add(k);
+        if (hold.leases === 0) {
+          report.rangeViolations.push(`${key(hold)} held, in neither recent plan (generation ${h.generation}: ${[...planned].join(' ')}), no lease`);
+          continue;
+        }
+        const since = offPlanSince.get(k) ?? now;
+        offPlanSince.set(k, since);
+        report.offPlanLongestMs = Math.max(report.offPlanLongestMs, now - since);
+        if (now - since > OFF_PLAN_GRACE_MS) report.rangeViolations.push(`${key(hold)} leased (${hold.leases}) off the recent plans for ${now - since} ms (generation ${h.generation}: ${[...planned].join(' ')})`);
+      }
+      for (const k of offPlanSince.keys()) if (!seen.has(k)) offPlanSince.delete(k);
+      for (const hold of h.holds) if (hold.quarantine && !quarantines.has(`${hold.peerId} ${hold.quarantine}`)) quarantines.add(`${hold.peerId} ${hold.quarantine}`) && log(`quarantined: ${hold.peerId}: ${hold.quarantine}`);
+      if (process.env.CHAOS_HOLDS && h.holds.some((x) => !planned.has(key(x)))) log(`holds g${h.generation}: ${h.holds.map((x) => `${key(x)}${planned.has(key(x)) ? ' pl' : ''}${x.current ? ' cur' : ''}${x.lastReady ? ' lr' : ''}${x.leases ? ` L${x.leases}` : ''}${x.loading ? ' ld' : ''}${x.quarantined ? ' Q' : ''}`).join(' | ')}`);
+    }, () => {});
   }, 1000);
 
   let afterChaos: SoakMeasure | undefined;

@@ -249,6 +249,17 @@ describe('chain messages (protocol 3.2)', () => {
   });
 });
 
+describe('chain.lanes (protocol 3.4)', () => {
+  const chain = (lanes: unknown) => JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', lanes });
+  it('lanes: true is kept; absent stays absent', () => {
+    expect(parseControlMessage(chain(true))).toMatchObject({ kind: 'chain', lanes: true });
+    expect(parseControlMessage(JSON.stringify({ kind: 'chain', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head' }))).not.toHaveProperty('lanes');
+  });
+  it.each([['a string', 'yes'], ['a number', 1]])('refuses lanes as %s', (_name, lanes) => {
+    expect(refusal(chain(lanes))).toMatchObject({ code: 'protocol_error', message: expect.stringMatching(/lanes/) });
+  });
+});
+
 describe('protocol constants', () => {
   it('error codes are pinned', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(
@@ -262,7 +273,7 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 3 });
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 4 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
     expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);

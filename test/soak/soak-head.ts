@@ -2,10 +2,13 @@
  * The head of a soak run, in a process of its own so its memory is only the head's: it
  * serves stories260k (`serveHead`, options as JSON in argv[2]) and answers IPC requests.
  * `{ kind: 'measure' }` → after forced garbage collections, the process's memory, the
- * Route Sessions still tracked, the slots held, and every peer's KV figures (`stats`).
+ * Route Sessions still tracked, the slots held, and every peer's KV figures (`stats`);
+ * `{ kind: 'holds' }` → the ranges the head counts loaded, what keeps each, its recent plans.
  * Run with `node --expose-gc --import tsx test/soak/soak-head.ts '<json>'`.
  */
 import { writeHeapSnapshot } from 'node:v8';
+import type { HeldRange } from '../../src/core/mesh/held-range.ts';
+import type { RangeHold } from '../../src/core/mesh/mesh.ts';
 import { serveHead, type ServeOptions } from '../../src/node/serve/serve-head.ts';
 
 export interface SoakMeasure {
@@ -19,6 +22,13 @@ export interface SoakMeasure {
   /** Per peer: KV figures (`stats`) and how many ranges the head counts loaded on it. */
   readonly peers: { id: string; kvEntries: number; kvBytes: number; ranges: number }[];
   readonly warnings: string[];
+}
+
+/** `{ kind: 'holds' }` → every loaded range and what keeps it, and the head's two recent plan generations (no GC, no peer round trip). */
+export interface SoakHolds {
+  readonly holds: RangeHold[];
+  readonly generation: number;
+  readonly plans: readonly [HeldRange[], HeldRange[]];
 }
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -61,6 +71,9 @@ process.on('message', (message: { kind: string; id: number }) => {
       (result) => process.send!({ id: message.id, result }),
       (error: unknown) => process.send!({ id: message.id, error: String(error) }),
     );
+  } else if (message.kind === 'holds') {
+    const result: SoakHolds = { holds: serving.head.mesh.rangeHolds(), ...serving.head.mesh.recentPlans() };
+    process.send!({ id: message.id, result });
   } else if (message.kind === 'snapshot') {
     gc!();
     process.send!({ id: message.id, result: writeHeapSnapshot((message as { path?: string }).path) });

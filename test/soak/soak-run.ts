@@ -8,14 +8,16 @@ import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { ServeOptions } from '../../src/node/serve/serve-head.ts';
 import { mulberry32 } from '../fixtures/checkpoints.ts';
-import type { SoakMeasure } from './soak-head.ts';
+import type { SoakHolds, SoakMeasure } from './soak-head.ts';
 
-export type { SoakMeasure };
+export type { SoakHolds, SoakMeasure };
 
 export interface SoakHead {
   readonly url: string;
   readonly child: ChildProcess;
   measure(): Promise<SoakMeasure>;
+  /** The ranges the head counts loaded on each peer, what keeps each, and its two recent plan generations. */
+  holds(): Promise<SoakHolds>;
   /** Write a heap snapshot of the head to `file` (after a collection); resolves with its path. */
   snapshot(file: string): Promise<string>;
   close(): Promise<void>;
@@ -32,10 +34,10 @@ export async function startSoakHead(options: ServeOptions, env: NodeJS.ProcessEn
     stderr = (stderr + chunk.toString()).slice(-8000);
     if (process.env.SOAK_VERBOSE) process.stderr.write(chunk);
   });
-  const waiting = new Map<number, { resolve: (m: SoakMeasure) => void; reject: (e: Error) => void }>();
+  const waiting = new Map<number, { resolve: (m: never) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   const url = await new Promise<string>((resolve, reject) => {
-    child.on('message', (message: { kind?: string; url?: string; id?: number; result?: SoakMeasure; error?: string }) => {
+    child.on('message', (message: { kind?: string; url?: string; id?: number; result?: never; error?: string }) => {
       if (message.kind === 'ready') return resolve(message.url!);
       const pending = message.id === undefined ? undefined : waiting.get(message.id);
       if (!pending) return;
@@ -49,15 +51,17 @@ export async function startSoakHead(options: ServeOptions, env: NodeJS.ProcessEn
       for (const pending of waiting.values()) pending.reject(error);
     });
   });
+  const ask = <T>(kind: string) =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++;
+      waiting.set(id, { resolve: resolve as (m: never) => void, reject });
+      child.send({ kind, id });
+    });
   return {
     url,
     child,
-    measure: () =>
-      new Promise((resolve, reject) => {
-        const id = nextId++;
-        waiting.set(id, { resolve, reject });
-        child.send({ kind: 'measure', id });
-      }),
+    measure: () => ask<SoakMeasure>('measure'),
+    holds: () => ask<SoakHolds>('holds'),
     snapshot: (file) =>
       new Promise((resolve, reject) => {
         const id = nextId++;

@@ -18,6 +18,7 @@ import { collect, CountingProvider, greedy, openSession, useStories } from '../r
 import { createServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
+import { encodeLaneFrame, laneFrameKind, peekLanes } from '../../src/core/frames/lane-frame-codec.ts';
 import { JOIN_TOKEN, RawSocket, startStoriesHead } from './transport-harness.ts';
 
 const stories = useStories('chain-sockets');
@@ -33,6 +34,7 @@ afterAll(async () => {
 async function meshOf(name: string, listening: boolean[]) {
   const starFrames = new Map<string, CountingLink>();
   const copies = new Map<string, number>();
+  const copyFrames = new Map<string, number>();
   const wrapLink = (link: PeerLink, peerId: string) => {
     const counted = new CountingLink(link);
     starFrames.set(peerId, counted);
@@ -40,7 +42,14 @@ async function meshOf(name: string, listening: boolean[]) {
   };
   const wrapChain = (port: ChainPort, peerId: string): ChainPort => {
     copies.set(peerId, 0);
-    port.listen({ copy: () => copies.set(peerId, copies.get(peerId)! + 1), report: () => {} });
+    copyFrames.set(peerId, 0);
+    port.listen({
+      copy: (frame) => {
+        copyFrames.set(peerId, copyFrames.get(peerId)! + 1);
+        copies.set(peerId, copies.get(peerId)! + (laneFrameKind(frame) === 'copy-lanes' ? peekLanes(frame).length : 1));
+      },
+      report: () => {},
+    });
     return port;
   };
   const head = await startStoriesHead(stories.ctx, 'relay', { wrapLink, wrapChain });
@@ -52,7 +61,7 @@ async function meshOf(name: string, listening: boolean[]) {
     peers.push(peer);
   }
   await head.waitForPeers(listening.length, 10_000);
-  return { head, peers, provider: new CountingProvider(head.mesh), starFrames: () => [...starFrames.values()].map((l) => l.frames), copies };
+  return { head, peers, provider: new CountingProvider(head.mesh), starFrames: () => [...starFrames.values()].map((l) => l.frames), copies, copyFrames };
 }
 
 describe('a chained route over sockets', () => {
@@ -70,6 +79,36 @@ describe('a chained route over sockets', () => {
     expect(m.starFrames()).toEqual(warmed);
     for (const hop of session.telemetry.hops) expect(m.copies.get(hop.peerId)).toBe(hop.frames);
     await session.closed;
+    for (const p of m.peers) expect(p.shard.kvEntries).toBe(0);
+  });
+
+  it('four sessions at once, speculation on (protocol 3.4): each batched step crosses every link as one frame, golden tokens', { timeout: 60_000 }, async () => {
+    const m = await meshOf('lanes', [true, true, true]);
+    await m.head.mesh.route().then((leases) => Promise.all(leases.map((l) => l.link.close())));
+    const warmed = m.starFrames();
+    const sessions = Array.from({ length: 4 }, () => openSession(stories.ctx, m.provider, greedy(), undefined, { routeMode: 'chain' }));
+    const answers = await Promise.all(sessions.map((s) => collect(s)));
+    for (const { ids } of answers) expect(ids).toEqual(STORIES_GOLDEN);
+    expect(sessions.flatMap((s) => s.telemetry.repairs)).toEqual([]);
+    expect(m.starFrames()).toEqual(warmed);
+    expect(sessions.some((s) => s.telemetry.speculation!.drafted > 0)).toBe(true);
+    const steps = sessions.reduce((n, s) => n + s.telemetry.hops[0].frames, 0);
+    // Counted where they arrive: p2 and p3 hear their previous hop's frames, the head every hop's copies.
+    for (const [k, peer] of m.peers.entries()) {
+      const { batches, batchedEntries, singles, prefills } = peer.chains.runs;
+      const runs = batches + singles + prefills;
+      expect(batchedEntries).toBeGreaterThan(batches); // some steps of several sessions ran as one
+      expect(m.copies.get(peer.peerId)).toBe(steps);
+      // One copy frame per shard run at most: a batched run's outputs leave as one copy-lanes frame.
+      expect(m.copyFrames.get(peer.peerId)).toBeLessThanOrEqual(runs);
+      const next = m.peers[k + 1];
+      if (!next) continue;
+      // And as one chain-lanes frame to the next hop.
+      expect(next.chains.received.lanes).toBe(steps);
+      expect(next.chains.received.frames).toBeLessThanOrEqual(runs);
+      expect(next.chains.received.frames).toBeLessThan(steps);
+    }
+    await Promise.all(sessions.map((s) => s.closed));
     for (const p of m.peers) expect(p.shard.kvEntries).toBe(0);
   });
 
@@ -136,6 +175,12 @@ describe('peer-to-peer links are as safe as the head\'s', () => {
       const range = { start: 0, end: 5 };
       rogue.send(JSON.stringify({ kind: 'chain', id: 'x', sessionId, range, from: 'rogue', to: { peerId: 'trap', range, url: `ws://127.0.0.1:${port}/peer/ws` } }));
       rogue.send(encodeFrame({ kind: 'chain', requestId: 1, sessionId, startPosition: 0, range, activations: { dtype: 'fp32', data: new Float32Array(64), tokens: 1, hiddenSize: 64 } }));
+      // Nor as lanes of one frame (protocol 3.4), nor a malformed one (a session in two lanes).
+      const lanes = encodeLaneFrame({ kind: 'chain-lanes', range, dtype: 'fp32', hiddenSize: 64, lanes: [sessionId, randomUUID()].map((id, i) => ({ sessionId: id, requestId: i + 2, startPosition: 0, activations: { dtype: 'fp32' as const, data: new Float32Array(64), tokens: 1, hiddenSize: 64 } })) });
+      rogue.send(lanes);
+      const twice = lanes.slice();
+      twice.set(twice.subarray(48, 64), 80);
+      rogue.send(twice);
       await expect(rogue.next(300)).rejects.toThrow(/no message/); // nothing is answered on a peer-to-peer link
       expect(connections).toBe(0);
       expect(target.shard.kvEntries).toBe(0);

@@ -37,15 +37,22 @@ export class MeshPlanner {
     }
   }
 
-  /** The held ranges either plan uses (with and without quarantine); undefined when there is no plan now. */
+  /**
+   * The held ranges the plan uses, and a quarantined peer's own ranges in the plan that
+   * ignores quarantine (wanted back when its quarantine ends); undefined when there is no plan
+   * now. Other peers' ranges in that plan are not kept: a plan of the past holds no memory.
+   */
   planned(): HeldRangeMap<true> | undefined {
     const used = new HeldRangeMap<true>();
-    for (const ignoreQuarantine of [false, true]) {
-      try {
-        for (const hop of this.planOver(ignoreQuarantine).hops) used.set(hop, true);
-      } catch {
-        if (!ignoreQuarantine) return undefined;
-      }
+    try {
+      for (const hop of this.planOver(false).hops) used.set(hop, true);
+    } catch {
+      return undefined;
+    }
+    try {
+      for (const hop of this.planOver(true).hops) if (this.membership.get(hop.peerId)?.quarantine) used.set(hop, true);
+    } catch {
+      // no plan even without quarantine: only the current one counts
     }
     return used;
   }

@@ -15,12 +15,12 @@
  * for `unloadGraceMs` (unload-sweep.ts): a peer holds what the route needs — at most the
  * ranges of the current and the previous plan under churn — not every range it was ever given.
  */
-import { CHAIN_MINOR, POSITION_RULE_MINOR, PREFIX_TREE_MINOR, type WireWeights } from '../../shared/protocol.ts';
+import { CHAIN_LANES_MINOR, CHAIN_MINOR, POSITION_RULE_MINOR, PREFIX_TREE_MINOR, type WireWeights } from '../../shared/protocol.ts';
 import type { LayerRange } from '../model/types.ts';
 import { untilAborted } from '../runtime/abort.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
 import { BatchingLink } from './batching-link.ts';
-import { HeldRangeMap, rangeText } from './held-range.ts';
+import { HeldRangeMap, rangeText, sameRange, type HeldRange } from './held-range.ts';
 import { LeasedLink, revokeLeases } from './leased-link.ts';
 import { Membership, type MeshPeer, type MeshPeerInit } from './membership.ts';
 import type { MeshModel } from './mesh-model.ts';
@@ -60,6 +60,23 @@ export interface MeshOptions extends PlanOptions {
    * to the mesh — is unloaded from its peer (default 5 s).
    */
   readonly unloadGraceMs?: number;
+}
+
+/** A loaded range and what keeps it (Mesh.rangeHolds). */
+export interface RangeHold {
+  readonly peerId: string;
+  readonly range: LayerRange;
+  /** In the plan over the peers that are up and not quarantined. */
+  readonly current: boolean;
+  /** In that plan or the quarantine-blind one. */
+  readonly planned: boolean;
+  /** In the last ready plan while it is usable. */
+  readonly lastReady: boolean;
+  readonly leases: number;
+  readonly loading: boolean;
+  readonly quarantined: boolean;
+  /** Why its peer is quarantined. */
+  readonly quarantine?: string;
 }
 
 export class Mesh implements RouteProvider, VerifierSource {
@@ -154,6 +171,28 @@ export class Mesh implements RouteProvider, VerifierSource {
     throw new RouteUnavailableError(`layers are loading or warming up (${cold.join(', ')})`);
   }
 
+  /**
+   * Each loaded range and what keeps it: in the current plan, the quarantine-blind plan, the
+   * last ready plan; its open leases; loading. Diagnostics (the chaos soak logs it).
+   */
+  rangeHolds(): RangeHold[] {
+    let current: RoutePlan | undefined;
+    try {
+      current = this.plan();
+    } catch {
+      current = undefined;
+    }
+    const planned = this.planner.planned();
+    const last = this.usableLastReady();
+    const inPlan = (plan: RoutePlan | undefined, peerId: string, range: LayerRange) => plan?.hops.some((h) => h.peerId === peerId && sameRange(h.range, range)) ?? false;
+    return this.peers.flatMap((peer) =>
+      peer.ranges.map((range) => {
+        const held = { peerId: peer.id, range };
+        return { peerId: peer.id, range, current: inPlan(current, peer.id, range), planned: planned?.has(held) ?? false, lastReady: inPlan(last, peer.id, range), leases: this.sweep.leases(held), loading: this.loader.isLoading(held), quarantined: peer.quarantine !== undefined, ...(peer.quarantine && { quarantine: peer.quarantine.reason }) };
+      }),
+    );
+  }
+
   /** Whether `peerId` holds `range` loaded and warm (what `/health` lists). */
   holdsWarm(peerId: string, range: LayerRange): boolean {
     return this.loader.holds({ peerId, range });
@@ -184,15 +223,34 @@ export class Mesh implements RouteProvider, VerifierSource {
     for (let attempt = 0; attempt <= this.membership.size; attempt++) {
       const peerId = this.planner.replacement(range, excluded);
       if (!peerId || !this.membership.get(peerId)) return undefined;
+      // Reserved while it loads: a range in no plan is not unloaded before its lease is taken.
+      const unreserve = this.sweep.leaseOpened({ peerId, range });
       try {
         await untilAborted(this.ensureLoaded(this.membership.member(peerId), range), signal);
         return this.lease(peerId, range);
       } catch {
         signal?.throwIfAborted();
         excluded.add(peerId); // it did not get ready (and is quarantined now): try the next one
+      } finally {
+        unreserve();
       }
     }
     return undefined;
+  }
+
+  offPlan(hops: readonly { readonly peerId: string; readonly range: LayerRange }[]): boolean {
+    if (hops.every((hop) => this.sweep.wanted(hop))) return false;
+    try {
+      this.servingPlan();
+      return true;
+    } catch {
+      return false; // nothing warm to move to: stay
+    }
+  }
+
+  /** The planned ranges of the current plan generation and of the one before (what peers may hold unleased). */
+  recentPlans(): { generation: number; plans: readonly [HeldRange[], HeldRange[]] } {
+    return { generation: this.sweep.planGeneration, plans: this.sweep.recentPlans() };
   }
 
   /**
@@ -309,14 +367,20 @@ export class Mesh implements RouteProvider, VerifierSource {
     const peer = this.membership.member(peerId);
     const held = { peerId, range };
     const link = new LeasedLink(peer.link);
-    const closed = this.sweep.leaseOpened(held);
-    void link.closed.then(closed);
+    const close = this.sweep.leaseOpened(held);
+    let open = true;
+    const retire = () => {
+      if (open) (open = false), close();
+    };
+    void link.closed.then(retire);
     // Same major as ours (checked at hello): before 3.1 (POSITION_RULE_MINOR) a peer may not keep the position rule.
     const rollback = peer.protocol === undefined || peer.protocol.minor >= POSITION_RULE_MINOR;
     // Chained routes (3.2, CHAIN_MINOR): only through a peer that announced them.
-    const chain = peer.chain && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_MINOR) ? peer.chain : undefined;
+    const chained = peer.chain && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_MINOR) ? peer.chain : undefined;
+    // Lane frames (3.4, CHAIN_LANES_MINOR): only to and from a peer that announced them.
+    const chain = chained && (peer.protocol === undefined || peer.protocol.minor >= CHAIN_LANES_MINOR) ? { ...chained, lanes: true } : chained;
     // Prefix entries as a tree (3.3, PREFIX_TREE_MINOR): a keep names a parent only to a peer that announced it.
     const prefixTree = peer.protocol === undefined || peer.protocol.minor >= PREFIX_TREE_MINOR;
-    return { peerId, range, link, latency: this.loader.latency(held), rollback, prefixTree, ...(chain && { chain }) };
+    return { peerId, range, link, latency: this.loader.latency(held), rollback, prefixTree, retire, ...(chain && { chain }) };
   }
 }

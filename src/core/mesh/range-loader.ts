@@ -4,9 +4,9 @@
  * remembered; a peer that refuses, does not get ready within the ready deadline, or fails its
  * warm-up is quarantined — no request waits on it, unless there is no other route. A peer's
  * ranges go cold when it is quarantined: when it is back, each warms up again before it
- * serves. A range no plan needs is unloaded (`unload` → `unloaded`); a peer that refuses or
- * does not answer (a 2.0 peer does not know `unload`) keeps its ranges counted and is not
- * asked again. Each warm range has its latency record (HopLatency), started by the warm-up's
+ * serves. A range no plan needs is unloaded (`unload` → `unloaded`); a peer that refuses (a 2.0
+ * peer does not know `unload`) keeps its ranges counted and is not asked again; one that does
+ * not answer in time (paused, busy) keeps that range counted and is asked again later. Each warm range has its latency record (HopLatency), started by the warm-up's
  * decode: every frame a session sends it has a deadline.
  */
 import type { AssignMessage } from '../../shared/control.ts';
@@ -187,7 +187,9 @@ export class RangeLoader {
 
   /**
    * Ask `peer` to unload `range`. It is not routed from now on; a peer that refuses (a 2.0 peer
-   * does not know `unload`) or does not answer keeps it counted as loaded, and is not asked again.
+   * does not know `unload`) keeps it counted as loaded and is not asked again; one that does not
+   * answer within UNLOAD_TIMEOUT_MS keeps it counted (not warm: it warms up again if a plan
+   * wants it back) and may be asked again.
    */
   async unload(peer: MeshPeer, range: LayerRange): Promise<void> {
     const index = peer.ranges.findIndex((r) => sameRange(r, range));
@@ -198,14 +200,16 @@ export class RangeLoader {
     this.latencies.delete(held);
     this.warm.delete(held);
     this.membership.changed();
+    let late = false;
     try {
-      const late = () => new Error(`no 'unloaded' within ${UNLOAD_TIMEOUT_MS} ms`);
-      const answer = await withDeadline(this.clock, UNLOAD_TIMEOUT_MS, late, (signal) => peer.link.control({ kind: 'unload', modelKey: this.model.modelKey, range }, signal));
+      const timedOut = () => ((late = true), new Error(`no 'unloaded' within ${UNLOAD_TIMEOUT_MS} ms`));
+      const answer = await withDeadline(this.clock, UNLOAD_TIMEOUT_MS, timedOut, (signal) => peer.link.control({ kind: 'unload', modelKey: this.model.modelKey, range }, signal));
       if (answer.kind !== 'unloaded') throw new Error(`answered '${answer.kind}' to unload`);
     } catch {
       if (!this.membership.isCurrent(peer)) return;
-      this.keepsRanges.add(peer);
-      if (!this.holds(held)) peer.ranges.push(range);
+      // A refusal is for good (a 2.0 peer); a peer that was only slow (paused, busy) is asked again at the next sweep.
+      if (!late) this.keepsRanges.add(peer);
+      if (!this.loaded(held)) peer.ranges.push(range);
       this.membership.changed();
     }
   }

@@ -24,10 +24,16 @@ export interface HopLease {
    * speculative step runs on a route through it. Absent: true.
    */
   readonly rollback?: boolean;
-  /** The peer keeps prefix entries as a tree (protocol 3.3): a keep may name a parent. Absent: true. */
+  /** The peer keeps prefix entries as a tree (protocol 3.4): a keep may name a parent. Absent: true. */
   readonly prefixTree?: boolean;
   /** The peer runs chained routes (protocol 3.2): absent, every frame to it goes head → peer → head. */
   readonly chain?: ChainAccess;
+  /**
+   * The session sends this hop no more frames (it was replaced, or the session moved to another
+   * route) but keeps the link open for its release at the end: the range no longer counts as
+   * leased by it, so the mesh may unload it. Idempotent; closing the link does the same.
+   */
+  readonly retire?: () => void;
 }
 
 /** How a session chains through a hop's peer (protocol 3.2). */
@@ -42,6 +48,8 @@ export interface ChainAccess {
   readonly url?: string;
   /** Whether a previous hop can reach it without a URL (an in-process peer). */
   readonly dialable?: boolean;
+  /** Whether it reads lane frames (protocol 3.4, kinds 8 and 9); set by the mesh from the peer's hello. */
+  readonly lanes?: boolean;
 }
 
 /** A fault a session saw on a hop, as it classified it (src/core/route/hop-failure.ts): the kind and why. */
@@ -60,6 +68,12 @@ export interface RouteProvider {
   route(signal?: AbortSignal): Promise<HopLease[]>;
   replace(range: LayerRange, banned: ReadonlySet<string>, signal?: AbortSignal): Promise<HopLease | undefined>;
   reportFault?(peerId: string, range: LayerRange, fault: HopFault): void;
+  /**
+   * True when one of `hops` is in neither the current nor the previous plan (a repair's range,
+   * a plan of the past) and `route()` would answer now without loading anything: the session
+   * moves to a new route at its next step, so the old range can be unloaded.
+   */
+  offPlan?(hops: readonly { readonly peerId: string; readonly range: LayerRange }[]): boolean;
 }
 
 /** Where `--verify`'s witnesses come from (the Mesh). */

@@ -1,21 +1,25 @@
 /**
- * The unload sweep: a peer holds what the route needs, not every range it was ever given. A
- * range that no plan uses any more (neither the plan over the peers that are up, nor the one
- * that ignores quarantine, nor the last ready plan while it serves), that no session holds a
- * lease on and that is not loading (or warming up), is unloaded from its peer:
- * - under churn, by plan generation: each time the set of planned ranges changes, a range that
- *   was already unused at the generation before goes — so peers hold at most the ranges of the
- *   current and the previous plan, however often the mesh changes (a range survives one plan
- *   change unused: a peer that flaps back finds its ranges still loaded);
- * - in a quiet mesh, once it has stayed unused — no lease opened or closed on it, no change to
- *   the mesh — for the grace period.
- * The generation check runs in a microtask after the change, never on a timer of its own.
- * Without a plan nothing is unloaded: it may be needed when peers come back.
+ * The unload sweep: a peer holds what the route needs, not every range it was ever given. The
+ * sweep keeps the ranges of the current plan generation and of the one before (a generation:
+ * a change of the planned ranges — the plan over the peers that are up, the last ready plan
+ * while it serves, and a quarantined peer's own ranges in the quarantine-blind plan), a range
+ * a session leases, a range loading (or warming up) or reserved for a repair about to lease
+ * it. Everything else on a peer is unloaded:
+ * - under churn, at once: each time the mesh changes (checked in a microtask after the change,
+ *   never on a timer of its own), and when a range's last lease closes — so peers hold at most
+ *   the ranges of the current and the previous plan, plus what sessions lease (a session on a
+ *   range of neither moves to the current plan at its next step: `offPlan`);
+ * - in a quiet mesh, once a range outside the current generation has stayed unused — no lease
+ *   opened or closed on it, no change to the mesh — for the grace period.
+ * A quarantined peer's ranges wait for its quarantine to end (a paused process does not answer
+ * `unload`, and a peer that does not answer is never asked again). Without a plan nothing is
+ * unloaded: it may be needed when peers come back.
  */
 import type { LayerRange } from '../model/types.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { HeldRangeMap, type HeldRange } from './held-range.ts';
 import type { MeshPeer, Membership } from './membership.ts';
+import { HEAD_PEER_ID } from './plan-route.ts';
 import type { RangeLoader } from './range-loader.ts';
 
 export const DEFAULT_UNLOAD_GRACE_MS = 5000;
@@ -30,8 +34,9 @@ export class UnloadSweep {
   /** Plan generations: bumped when the set of planned ranges changes. */
   private generation = 0;
   private plannedKey: string | undefined;
-  /** The generation at which each unused held range was first seen unused. */
-  private readonly unusedSince = new HeldRangeMap<number>();
+  /** The planned ranges of the current generation and of the one before. */
+  private keptNow = new HeldRangeMap<true>();
+  private keptBefore = new HeldRangeMap<true>();
   private followQueued = false;
 
   /** `planned()`: the held ranges the plans use now, or undefined when there is no plan. */
@@ -43,6 +48,11 @@ export class UnloadSweep {
     private readonly planned: () => HeldRangeMap<true> | undefined,
   ) {}
 
+  /** Open leases on `held` (sessions routed or repaired onto it). */
+  leases(held: HeldRange): number {
+    return this.leased.get(held) ?? 0;
+  }
+
   /** `held` was used now (it loaded). */
   touch(held: HeldRange): void {
     this.lastUsed.set(held, this.clock.now());
@@ -51,7 +61,21 @@ export class UnloadSweep {
   /** `held` was unloaded. */
   forget(held: HeldRange): void {
     this.lastUsed.delete(held);
-    this.unusedSince.delete(held);
+  }
+
+  /** The plan generation (bumped at each change of the planned ranges). */
+  get planGeneration(): number {
+    return this.generation;
+  }
+
+  /** The planned ranges of the current generation and of the one before (what the sweep keeps unleased). */
+  recentPlans(): readonly [HeldRange[], HeldRange[]] {
+    return [[...this.keptNow.keys()], [...this.keptBefore.keys()]];
+  }
+
+  /** Whether `held` is in the plans now, in the current generation's or in the one before's. */
+  wanted(held: HeldRange): boolean {
+    return this.keptNow.has(held) || this.keptBefore.has(held) || (this.planned()?.has(held) ?? false);
   }
 
   /**
@@ -68,7 +92,10 @@ export class UnloadSweep {
     });
   }
 
-  /** A lease on `held` opened; call the returned function when it closes. */
+  /**
+   * A lease on `held` opened — or a repair reserved it while it loads, until its lease is
+   * taken; call the returned function when it closes.
+   */
   leaseOpened(held: HeldRange): () => void {
     this.leased.set(held, (this.leased.get(held) ?? 0) + 1);
     this.touch(held);
@@ -101,48 +128,35 @@ export class UnloadSweep {
   }
 
   /**
-   * `held`'s last lease closed: a range no plan used since a generation before this one goes
-   * now; one no plan uses and not yet marked is marked, to go at the next plan change.
+   * `held`'s last lease closed: a range in neither recent plan goes now (its peer up and not
+   * quarantined) — but the head's own (a `--verify` witness range, checked again and again)
+   * waits for the next plan change or the grace period.
    */
   private unloadIfDue(held: HeldRange): void {
-    if (this.loader.isLoading(held)) return;
-    const since = this.unusedSince.get(held);
-    if (since === undefined) {
-      // Loaded for a session's repair (or a witness) and in no plan: it goes at the next plan change.
-      const used = this.planned();
-      if (used && !used.has(held) && this.generation > 0) this.unusedSince.set(held, this.generation);
-      return;
-    }
-    if (since >= this.generation) return;
-    // The plan may have taken it back in this turn (its plan-change microtask has not run yet).
-    if (this.planned()?.has(held)) return void this.unusedSince.delete(held);
+    if (held.peerId === HEAD_PEER_ID || this.loader.isLoading(held) || this.leased.has(held) || !this.planned() || this.wanted(held)) return;
     const peer = this.membership.get(held.peerId);
-    if (peer && this.loader.unloads(peer)) void this.loader.unload(peer, held.range);
+    if (peer && !peer.quarantine && this.loader.unloads(peer)) void this.loader.unload(peer, held.range);
   }
 
+  /** After a change: a new generation when the planned ranges moved; then unload what neither recent plan uses. */
   private followPlan(): void {
     const used = this.planned();
     if (!used) return;
     const key = [...used.keys()].map((h) => `${h.peerId}@${h.range.start}:${h.range.end}`).sort().join(' ');
-    if (key === this.plannedKey) return;
-    this.plannedKey = key;
-    const generation = ++this.generation;
+    if (key !== this.plannedKey) {
+      this.plannedKey = key;
+      this.generation++;
+      this.keptBefore = this.keptNow;
+      this.keptNow = used;
+    }
     const due: [MeshPeer, LayerRange][] = [];
     for (const peer of this.membership.peers) {
-      if (!this.loader.unloads(peer)) continue;
+      if (peer.quarantine || !this.loader.unloads(peer)) continue;
       for (const range of peer.ranges) {
         const held = { peerId: peer.id, range };
-        if (used.has(held) || this.loader.isLoading(held)) {
-          this.unusedSince.delete(held);
-          continue;
-        }
-        // A leased range is marked too, and goes when its last lease closes if it is due by then.
-        const since = this.unusedSince.get(held);
-        if (since === undefined) this.unusedSince.set(held, generation);
-        else if (since < generation && !this.leased.has(held)) due.push([peer, range]);
+        if (!this.wanted(held) && !this.leased.has(held) && !this.loader.isLoading(held)) due.push([peer, range]);
       }
     }
-    this.unusedSince.retainPeers((id) => this.membership.get(id) !== undefined);
     for (const [peer, range] of due) void this.loader.unload(peer, range);
   }
 
@@ -154,7 +168,7 @@ export class UnloadSweep {
     const due: [MeshPeer, LayerRange][] = [];
     let nextDue = Infinity;
     for (const peer of this.membership.peers) {
-      if (!this.loader.unloads(peer)) continue;
+      if (peer.quarantine || !this.loader.unloads(peer)) continue;
       for (const range of peer.ranges) {
         const held = { peerId: peer.id, range };
         if (used.has(held) || this.leased.has(held) || this.loader.isLoading(held)) {

@@ -12,6 +12,12 @@
  * and nothing is forwarded. Every frame of one session on one range — chained or star — runs
  * in arrival order, one at a time, so pipelined chunks and a head's repair frame never
  * interleave on the KV; different sessions' steps may run as one batch (`run`).
+ *
+ * Lanes (protocol 3.4): a `chain-lanes` frame (kind 8) is split into the chain frames its lanes
+ * stand for, each admitted, run and reported on its own (a lane for a session the sender was
+ * not named for is refused; the others run); one that does not decode is refused as a whole.
+ * For a session the head named with `lanes`, outputs go through a LaneOutbox: those made in one
+ * turn (one batched run's) leave as one frame per link.
  */
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import type { ControlMessage } from '../../shared/control.ts';
@@ -19,10 +25,12 @@ import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_MAGIC, FRAME_OFFSETS } from
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { isBatchFrame } from '../frames/batch-frame-codec.ts';
 import { decodeFrame } from '../frames/frame-codec.ts';
+import { decodeLaneFrame, laneFrameKind, peekLanes, splitLaneFrame, type Lane } from '../frames/lane-frame-codec.ts';
 import { readSessionId } from '../frames/session-id.ts';
 import { CHAIN_REPORT_ID, type ChainListener, type HopDialer, type HopOutlet } from '../runtime/chain-port.ts';
 import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
 import { chainKey, ChainTable, HEAD_SENDER } from './chain-table.ts';
+import { LaneOutbox } from './lane-outbox.ts';
 import { peekRequestId, toWireError } from './wire-errors.ts';
 
 export interface ChainForwarderOptions {
@@ -44,6 +52,10 @@ export class ChainForwarder implements ShardService {
   private readonly outlets = new Map<string, HopOutlet>();
   /** The last queued frame of each session and range: the next one waits for it. */
   private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly outbox = new LaneOutbox({
+    forward: (peerId, frame, lanes) => this.forward(peerId, frame, lanes),
+    copy: (frame) => this.options.head.copy(frame),
+  });
 
   constructor(private readonly options: ChainForwarderOptions) {}
 
@@ -65,7 +77,7 @@ export class ChainForwarder implements ShardService {
   async handleControl(message: ControlMessage): Promise<ControlMessage> {
     if (message.kind === 'release') this.table.release(message.sessionId);
     if (message.kind !== 'chain') return this.options.peer.handleControl(message);
-    const { id, sessionId, range, from, to } = message;
+    const { id, sessionId, range, from, to, lanes } = message;
     try {
       if (from === this.options.peerId) throw new ProtocolError('protocol_error', `a chain cannot name peer ${from} as its own sender`, { sessionId });
       if (to) {
@@ -77,7 +89,7 @@ export class ChainForwarder implements ShardService {
           this.outlets.set(to.peerId, outlet);
         }
       }
-      this.table.set(sessionId, range, { from, ...(to && { to }) });
+      this.table.set(sessionId, range, { from, ...(to && { to }), ...(lanes === true && { lanes }) });
       return { kind: 'chained', ...(id !== undefined && { id }), sessionId, range };
     } catch (error) {
       return errorToControlMessage(error, { ...(id !== undefined && { id }), sessionId });
@@ -86,6 +98,7 @@ export class ChainForwarder implements ShardService {
 
   /** A chain frame from `sender` (`head`, or the peer id its link authenticated). Never throws. */
   receiveChain(bytes: Uint8Array, sender: string): Promise<void> {
+    if (laneFrameKind(bytes) === 'chain-lanes') return this.receiveLanes(bytes, sender);
     let frame;
     let entry;
     try {
@@ -103,6 +116,10 @@ export class ChainForwarder implements ShardService {
       const reply = await (this.options.run ?? ((b: Uint8Array) => this.options.peer.handleFrame(b)))(bytes);
       if ('error' in reply) return this.options.head.report({ ...reply.error, id: CHAIN_REPORT_ID, sessionId, requestId });
       const out = reply.frame;
+      if (entry.lanes) {
+        const lane: Lane = { sessionId, requestId, startPosition, activations: decodeFrame(out).activations };
+        return this.outbox.push({ range: frame.range, ...(to && { to }), lane });
+      }
       if (to) {
         const next = out.slice();
         next[FRAME_OFFSETS.kind] = FRAME_KIND_CODES.chain;
@@ -118,6 +135,31 @@ export class ChainForwarder implements ShardService {
       out[FRAME_OFFSETS.kind] = FRAME_KIND_CODES.copy;
       this.options.head.copy(out);
     });
+  }
+
+  /** A chain-lanes frame: each lane goes the way a lone chain frame would. Never throws. */
+  private async receiveLanes(bytes: Uint8Array, sender: string): Promise<void> {
+    let lanes;
+    try {
+      lanes = splitLaneFrame(decodeLaneFrame(bytes));
+    } catch (error) {
+      // Refused as a whole; a lane the sender was named for is told so (no one else's).
+      const range = peekRange(bytes);
+      const named = range ? peekLanes(bytes).filter((l, i, all) => this.table.get(l.sessionId, range)?.from === sender && all.findIndex((o) => o.sessionId === l.sessionId) === i) : [];
+      if (named.length === 0) this.report(error, {});
+      for (const lane of named) this.report(error, lane);
+      return;
+    }
+    await Promise.all(lanes.map((l) => this.receiveChain(l.bytes, sender)));
+  }
+
+  private forward(peerId: string, frame: Uint8Array, lanes: readonly Lane[]): void {
+    try {
+      this.outletTo(peerId).send(frame);
+    } catch (error) {
+      const problem = new ProtocolError('route_unavailable', `could not forward to ${peerId}: ${error instanceof Error ? error.message : String(error)}`);
+      for (const { sessionId, requestId } of lanes) this.report(problem, { sessionId, requestId });
+    }
   }
 
   dispose(): Promise<void> {
@@ -147,6 +189,13 @@ export class ChainForwarder implements ShardService {
 }
 
 const keyOf = chainKey;
+
+/** The layer range in a frame's header, or undefined when it has no header. */
+function peekRange(bytes: Uint8Array): { start: number; end: number } | undefined {
+  if (bytes.byteLength < FRAME_HEADER_BYTES) return undefined;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return { start: view.getUint16(FRAME_OFFSETS.layerStart, true), end: view.getUint16(FRAME_OFFSETS.layerEnd, true) };
+}
 
 /** The session and range key of a single frame's header (read, not decoded), or undefined when it is no frame. */
 function peekKey(bytes: Uint8Array): string | undefined {

@@ -22,6 +22,8 @@ export interface ChainEntry {
   readonly from: string;
   /** Where the output goes next; absent: only to the head (the end of a segment). */
   readonly to?: ChainHop;
+  /** Protocol 3.4: outputs may leave as lanes of one frame with other sessions' (kinds 8 and 9). */
+  readonly lanes?: boolean;
 }
 
 /** The id a chain frame's sender has when it is the head (on the head's own link). */

@@ -9,6 +9,7 @@
  */
 import type { HopDialer, HopOutlet } from '../runtime/chain-port.ts';
 import type { FrameReply, ShardService } from '../runtime/shard-service.ts';
+import { laneFrameKind, peekLanes } from '../frames/lane-frame-codec.ts';
 import { ChainForwarder } from './chain-forwarder.ts';
 import { authenticateDialled, urlWithoutQuery, type DialledLink } from './direct-handshake.ts';
 import type { EndpointChain, PeerEndpoint } from './peer-endpoint.ts';
@@ -30,6 +31,8 @@ export interface PeerChains {
   readonly forwarder: ChainForwarder;
   /** For the PeerEndpoints of the head's links. */
   readonly endpoint: EndpointChain;
+  /** Binary messages other peers sent this peer on peer-to-peer links, and the chain steps (lanes) they carried. */
+  readonly received: { readonly frames: number; readonly lanes: number };
   /** What a socket another peer dialled in on (authenticated as `from`) does with each message. */
   hopSink(from: string): (data: string | Uint8Array) => void;
   /** Close every link this peer dialled. */
@@ -78,15 +81,23 @@ export function peerChains(options: PeerChainsOptions): PeerChains {
     ...(options.run && { run: options.run }),
     head: { copy: (frame) => head?.sendFrame(frame), report: (error) => head?.send(error) },
   });
+  const received = { frames: 0, lanes: 0 };
   return {
     forwarder,
+    get received() {
+      return { ...received };
+    },
     endpoint: {
       receive: (bytes) => void forwarder.receiveChain(bytes, 'head'),
       headIsOn: (endpoint) => (head = endpoint),
     },
     hopSink: (from) => (data) => {
       if (typeof data === 'string') log(`peer ${from} sent a control message on a peer-to-peer link; ignored`);
-      else void forwarder.receiveChain(data, from);
+      else {
+        received.frames++;
+        received.lanes += laneFrameKind(data) === 'chain-lanes' ? peekLanes(data).length : 1;
+        void forwarder.receiveChain(data, from);
+      }
     },
     close() {
       for (const socket of dialled) socket.close(1000, 'peer shutting down');

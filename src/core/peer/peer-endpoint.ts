@@ -3,12 +3,13 @@
  * goes back; control requests (assign, release, unload, ping, stats) are answered with the same
  * id; anything else (welcome, errors from the head) goes to `onMessage`. Used by Node and
  * browser peers alike, over relay and direct sockets. With `chain` (protocol 3.2), chain
- * frames the head posts go to the peer's ChainForwarder, and the link that carries them (or a
+ * frames the head posts (kind 6, or 8 with lanes) go to the peer's ChainForwarder, and the link that carries them (or a
  * `chain` message) is where its copies and reports go back.
  */
 import { errorToControlMessage } from '../../shared/control-errors.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
 import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS } from '../../shared/frame-layout.ts';
+import { laneFrameKind } from '../frames/lane-frame-codec.ts';
 import type { LinkSocket } from '../runtime/socket-link.ts';
 import type { ShardService } from '../runtime/shard-service.ts';
 
@@ -45,7 +46,7 @@ export class PeerEndpoint {
   async receive(data: string | Uint8Array): Promise<void> {
     if (this.closed) return;
     if (typeof data !== 'string') {
-      if (this.chain && data.byteLength >= FRAME_HEADER_BYTES && data[FRAME_OFFSETS.kind] === FRAME_KIND_CODES.chain) {
+      if (this.chain && data.byteLength >= FRAME_HEADER_BYTES && (data[FRAME_OFFSETS.kind] === FRAME_KIND_CODES.chain || laneFrameKind(data) === 'chain-lanes')) {
         this.chain.headIsOn(this);
         this.chain.receive(data);
         return;

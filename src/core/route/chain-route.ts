@@ -9,7 +9,9 @@
  * it chain frames (`from`) and where its output goes (`to`). A hop that cannot make its
  * forward link answers with an error: that link then goes through the head, and the route is
  * named again. The route is named once per set of peers; a repair (another peer on a hop)
- * names it again before the next chained step. Mode `star` never chains; `chain` and `auto`
+ * names it again before the next chained step. On a segment whose peers all read lane frames
+ * (protocol 3.4) each hop is named with `lanes`: its outputs may leave as one frame per link
+ * with other sessions'. Mode `star` never chains; `chain` and `auto`
  * chain wherever the links can be made (the CLI's `auto` is the default once chains run
  * end to end).
  */
@@ -101,6 +103,7 @@ export class ChainRoute {
   private async name(hops: readonly Hop[], signal: AbortSignal): Promise<void> {
     for (let round = 0; round < hops.length; round++) {
       const failed: number[] = [];
+      const lanes = this.laneHops(hops);
       await Promise.all(
         hops.map(async (hop, i) => {
           const fromPrev = i > 0 && this.direct[i - 1];
@@ -109,7 +112,7 @@ export class ChainRoute {
           const next = hops[i + 1];
           const to = toNext ? { peerId: next.peerId, range: next.range, ...(next.lease.chain?.url !== undefined && { url: next.lease.chain.url }) } : undefined;
           try {
-            await this.ask(hop, { from: fromPrev ? hops[i - 1].peerId : HEAD, ...(to && { to }) }, signal);
+            await this.ask(hop, { from: fromPrev ? hops[i - 1].peerId : HEAD, ...(to && { to }), ...(lanes[i] && { lanes: true }) }, signal);
           } catch (error) {
             signal.throwIfAborted();
             // This hop cannot forward (or take chained frames at all): both its links go through the head.
@@ -126,7 +129,17 @@ export class ChainRoute {
     }
   }
 
-  private ask(hop: Hop, route: Pick<ChainMessage, 'from' | 'to'>, signal: AbortSignal) {
+  /** Per hop: whether it may send lane frames (3.4) — every peer of its chained segment reads them. */
+  private laneHops(hops: readonly Hop[]): boolean[] {
+    const out = hops.map(() => false);
+    for (const { first, last } of this.segments(hops.length)) {
+      const all = hops.slice(first, last + 1).every((h) => h.lease.chain?.lanes === true);
+      for (let i = first; i <= last; i++) out[i] = all && last > first;
+    }
+    return out;
+  }
+
+  private ask(hop: Hop, route: Pick<ChainMessage, 'from' | 'to' | 'lanes'>, signal: AbortSignal) {
     const { sessionId, clock } = this.options;
     const timeoutMs = this.options.setupTimeoutMs ?? 10_000;
     const message: ChainMessage = { kind: 'chain', sessionId, range: hop.range, ...route };

@@ -28,6 +28,8 @@ export interface RepairContext {
   readonly banned: Set<string>;
   /** A replacement lease was handed over: the session adopts it (to release and close it at the end). */
   adopt(lease: HopLease): void;
+  /** A lease the session no longer sends frames to (a replaced hop's): its range is not leased by it any more (HopLease.retire). */
+  retire(lease: HopLease): void;
   /** A repair happened (telemetry). */
   repaired(record: RepairRecord): void;
   /** True once the session is closing. */
@@ -87,7 +89,9 @@ export async function replace(hop: Hop, attempt: number, failure: HopFailure, si
     signal.throwIfAborted();
   }
   ctx.adopt(lease);
+  const old = hop.lease;
   hop.replace(lease);
+  ctx.retire(old); // the lost peer's range no longer leased by this session (its release still comes at the end)
   repaired(ctx, hop, 'replaced', failure.kind as RepairCause, lost, `${failure.kind}: ${failure.reason}`);
 }
 

@@ -100,6 +100,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       verifier: deps.verifier,
       banned: new Set(),
       adopt: (lease) => this.leases.push(lease),
+      retire: (lease) => lease.retire?.(),
       repaired: (record) => {
         this.telemetry.repairs.push(record);
         this.updated();
@@ -129,8 +130,9 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     const signal = this.controller.signal;
     const { promptIds } = this.request;
     const { head, vocabSize } = this.deps;
+    let output: TokenOutput | undefined;
     try {
-      const output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd);
+      output = new TokenOutput(this.request.params, vocabSize, promptIds, this.deps.tokenizer, this.request.stopStrings, this.request.constraint, this.request.naturalEnd, this.deps.samplers);
       await this.openRoute(signal);
       let position = (await this.prefixes?.start(this.hops, promptIds, signal)) ?? 0;
       if (position > 0) this.telemetry.cachedTokens = position;
@@ -140,6 +142,14 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
       for (;;) {
         // The first step (the prompt, or what prefix reuse left of it) drafts nothing: its last
         // token is the one a draft would follow.
+        if (!first && this.deps.route.offPlan?.(this.hops)) {
+          // The route runs through a range no recent plan has: move to the current one, which
+          // prefills every position held so far (the tokens are unchanged; only KV is rebuilt).
+          await this.moveRoute(signal);
+          fed = [...this.sequence.slice(0, position), ...fed];
+          position = 0;
+          first = true;
+        }
         const drafts = first || !this.canRollBack() ? [] : await output.fitDraft(await this.speculation.propose(output.context, output.room, signal));
         first = false;
         signal.throwIfAborted();
@@ -179,6 +189,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     } finally {
       // Reached on finish, error, abort, and when the consumer stops iterating early. The
       // releases run in the background: the consumer is answered now.
+      output?.dispose();
       void this.close('cancelled');
     }
   }
@@ -281,6 +292,21 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
     if (keep) this.prefixes!.kept(keep, this.sequence, this.hops, kept.every((k, i) => !current.has(this.leases[i]) || k > 0));
     this.updated();
     this.markClosed();
+  }
+
+  /**
+   * Take a new route (RouteProvider.offPlan said the current one is off the plan) and retire the
+   * old hops' leases: no more frames to them, their ranges free to unload; each stays open for
+   * the release at the end (a peer refuses a session's frames once it released it, and the new
+   * route may come back to it).
+   */
+  private async moveRoute(signal: AbortSignal): Promise<void> {
+    const old = this.hops.map((hop) => hop.lease);
+    this.telemetry.hops.length = 0;
+    await this.openRoute(signal);
+    for (const lease of old) lease.retire?.();
+    this.telemetry.moves = (this.telemetry.moves ?? 0) + 1;
+    this.updated();
   }
 
   private async openRoute(signal: AbortSignal): Promise<void> {

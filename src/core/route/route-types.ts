@@ -56,6 +56,8 @@ export interface SessionTelemetry {
   cachedTokens?: number;
   /** Between hop i and i + 1 on the last step: `direct` (chained, hop to hop) or `head` (through the head). */
   links?: readonly ('direct' | 'head')[];
+  /** Times the session moved to a new route because its own ran through a range no recent plan has (RouteProvider.offPlan). */
+  moves?: number;
 }
 
 export interface Usage {

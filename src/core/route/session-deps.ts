@@ -8,7 +8,7 @@ import type { RouteProvider } from '../mesh/route-provider.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { HeadRunner } from '../runtime/ort-head-runner.ts';
-import type { SamplingParams, TokenConstraint } from '../sampling/index.ts';
+import type { SamplerFactory, SamplingParams, TokenConstraint } from '../sampling/index.ts';
 import type { DraftLengthPolicy } from '../speculation/draft-length.ts';
 import type { SpeculateMode } from '../speculation/drafter.ts';
 import type { Drafters } from '../speculation/drafters.ts';
@@ -69,6 +69,8 @@ export interface RouteSessionDeps {
   readonly prefixes?: PrefixRegistry;
   /** `--verify`: checks a sampled share of hop answers against a replay elsewhere (verify-hop.ts). */
   readonly verifier?: HopVerifier;
+  /** Where each sequence's tokens are sampled (default: a Sampler on this thread; the Node head: a worker). */
+  readonly samplers?: SamplerFactory;
 }
 
 export interface RouteSessionRequest {

@@ -11,7 +11,7 @@
 import type { NaturalEnd } from '../model/generation-limits.ts';
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
-import { maskAllows, Sampler, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplingParams, type TokenConstraint, type TokenMask } from '../sampling/index.ts';
+import { localSampler, maskAllows, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplerFactory, type SamplingParams, type SequenceSampler, type TokenConstraint, type TokenMask } from '../sampling/index.ts';
 import type { SessionEvent } from './route-types.ts';
 
 export type TokenEvent = Extract<SessionEvent, { type: 'token' }>;
@@ -32,7 +32,7 @@ export class TokenOutput {
   readonly generated: number[] = [];
   /** The prompt and every token chosen so far (what a drafter continues). */
   readonly context: number[];
-  private readonly sampler: Sampler;
+  private readonly sampler: SequenceSampler;
   private readonly stop: StopChecker;
   private readonly decoder: StreamDecoder | undefined;
   private readonly matcher: StopStringMatcher | undefined;
@@ -51,12 +51,19 @@ export class TokenOutput {
     private readonly constraint?: TokenConstraint,
     /** Ends the answer (`stop`, the token emitted) after one of its tokens once it is long enough. */
     private readonly naturalEnd?: NaturalEnd,
+    /** Where the tokens are sampled (default: a Sampler on this thread). */
+    samplers: SamplerFactory = localSampler,
   ) {
-    this.sampler = new Sampler(params, vocabSize);
+    this.sampler = samplers(params, vocabSize);
     this.stop = new StopChecker(params);
     this.decoder = tokenizer ? new StreamDecoder(tokenizer) : undefined;
     this.matcher = stopStrings?.length ? new StopStringMatcher(stopStrings) : undefined;
     this.context = [...promptIds];
+  }
+
+  /** Frees the sampler's state (idempotent). */
+  dispose(): void {
+    this.sampler.dispose();
   }
 
   /** How many drafts a step may verify: the budget left, less the token of the step's own. */
@@ -78,7 +85,7 @@ export class TokenOutput {
     const early = this.nextMaskEarly;
     this.nextMaskEarly = undefined;
     const mask = fitted ? fitted.mask : (early ?? (await this.constraint?.nextMask()));
-    const sampled = draft ? this.sampler.verify(logits, history, draft, mask) : { ...this.sampler.sample(logits, history, mask), accepted: false };
+    const sampled = draft ? await this.sampler.verify(logits, history, draft, mask) : { ...(await this.sampler.sample(logits, history, mask)), accepted: false };
     if (!sampled.accepted) this.fittedMasks.length = 0; // the drafts after a replaced one are void
     this.constraint?.accept(sampled.tokenId);
     this.generated.push(sampled.tokenId);

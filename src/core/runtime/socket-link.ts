@@ -6,12 +6,15 @@
  */
 import { errorFromControlMessage } from '../../shared/control-errors.ts';
 import { parseControlMessage, serializeControlMessage, type ControlMessage } from '../../shared/control.ts';
-import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, stampFrameRequestId } from '../../shared/frame-layout.ts';
+import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, LANE_FRAME_KIND_CODES, stampFrameRequestId } from '../../shared/frame-layout.ts';
 import { CHAIN_REPORT_ID, type ChainListener, type ChainPort } from './chain-port.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
 
 /** The least a socket must do. Binary data is sent for Uint8Array, text for strings. */
+/** Copy-lanes frames (protocol 3.4) go to the chain listeners too; ChainInbox splits them. */
+const COPY_LANES_KIND = LANE_FRAME_KIND_CODES['copy-lanes'];
+
 export interface LinkSocket {
   send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
@@ -43,7 +46,7 @@ export class SocketLink implements PeerLink {
   private readonly chainListeners = new Set<ChainListener>();
   /**
    * The same socket as a ChainPort (protocol 3.2): chain frames posted as they are, copy
-   * frames (kind 7) and chain reports (`error` with id `chain`) heard apart from the
+   * frames (kind 7; kind 9, copy-lanes, from 3.4) and chain reports (`error` with id `chain`) heard apart from the
    * request/answer pairing (they answer no request of this link's).
    */
   readonly chain: ChainPort = {
@@ -99,7 +102,7 @@ export class SocketLink implements PeerLink {
   receive(data: string | Uint8Array): void {
     if (this.isClosed) return;
     if (typeof data !== 'string') {
-      if (data.byteLength >= FRAME_HEADER_BYTES && data[FRAME_OFFSETS.kind] === FRAME_KIND_CODES.copy) {
+      if (data.byteLength >= FRAME_HEADER_BYTES && (data[FRAME_OFFSETS.kind] === FRAME_KIND_CODES.copy || data[FRAME_OFFSETS.kind] === COPY_LANES_KIND)) {
         for (const listener of [...this.chainListeners]) listener.copy(data);
         return;
       }

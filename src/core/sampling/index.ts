@@ -5,6 +5,7 @@ export {
   MAX_TOP_LOGPROBS,
   SamplingParamError,
   defaultSamplingParams,
+  isPlainGreedy,
   validateSamplingParams,
   type SamplingParams,
 } from './params.ts';
@@ -27,6 +28,7 @@ export {
   type TokenMask,
 } from './constraint.ts';
 export { Sampler, type SampledToken, type TokenLogprob, type VerifiedSample } from './sampler.ts';
+export { localSampler, type SamplerFactory, type SequenceSampler } from './sequence-sampler.ts';
 export { verifyDraft, type DraftDistribution, type DraftToken, type VerifiedToken } from './speculative.ts';
 export {
   StopChecker,

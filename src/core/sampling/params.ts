@@ -144,3 +144,12 @@ export function validateSamplingParams(input: Partial<SamplingParams>): Sampling
     topLogprobs,
   });
 }
+
+/**
+ * Whether sampling with `params` (validated) and no mask is one argmax pass over the logits —
+ * no copy, no RNG draw, no state — which is cheaper where the logits already are than any
+ * hand-over (see sequence-sampler.ts).
+ */
+export function isPlainGreedy(params: SamplingParams): boolean {
+  return params.temperature === 0 && !params.logprobs && params.repetitionPenalty === 1 && params.presencePenalty === 0 && params.frequencyPenalty === 0;
+}

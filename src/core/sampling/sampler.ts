@@ -7,7 +7,7 @@
 import { createCandidateScratch, selectCandidates, type CandidateScratch } from './candidates.ts';
 import { applyTokenMask, ConstraintDeadEndError, type TokenMask } from './constraint.ts';
 import { applyPenalties, type TokenHistory } from './penalties.ts';
-import { validateSamplingParams, type SamplingParams } from './params.ts';
+import { isPlainGreedy, validateSamplingParams, type SamplingParams } from './params.ts';
 import { createRng, type Rng, type RngState } from './rng.ts';
 import { selectTopN } from './select.ts';
 import { verifyDraft, type DraftToken } from './speculative.ts';
@@ -77,8 +77,7 @@ export class Sampler {
     this.counts = new Uint32Array(vocabSize);
     this.candidates = createCandidateScratch(vocabSize);
     this.top = new Int32Array(this.params.topLogprobs);
-    const p = this.params;
-    this.plainGreedy = p.temperature === 0 && !p.logprobs && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0;
+    this.plainGreedy = isPlainGreedy(this.params);
   }
 
   /** Snapshot of the RNG, for resuming this sequence elsewhere with `restoreRng`. */

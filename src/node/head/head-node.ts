@@ -42,6 +42,7 @@ import { randomBytes } from 'node:crypto';
 import { H3 } from 'h3';
 import { WorkerShardService } from '../peer/worker-shard.ts';
 import { WorkerGrammarEngine } from '../grammar-worker.ts';
+import { SamplerWorker } from '../sampler-worker.ts';
 import { loadXGrammar } from '../xgrammar-node.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import { loadDraftModel, type LoadedDraftModel } from './draft-model.ts';
@@ -100,6 +101,11 @@ export interface HeadOptions {
   readonly prefixCacheBytes?: number;
   /** Fold concurrent decode steps into batched frames (default true; `--no-batch` turns it off). */
   readonly batching?: boolean;
+  /**
+   * Where tokens are sampled: `worker` (default; sampler-worker.ts) or `main`, the event loop
+   * itself (what the head did before; `npm run bench:event-loop` measures one against the other).
+   */
+  readonly samplingThread?: 'worker' | 'main';
   /**
    * Keep the plan loaded ahead of requests (mesh/warm-up.ts): `expectPeers` local peers are
    * waited for first. Absent: ranges load with the first request.
@@ -226,6 +232,8 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const limits = generationLimits(config, options.tokenizer, naturalEnd);
   const s = options.sessions ?? {};
   const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
+  // Sampling off the event loop (sampler-worker.ts); greedy without extras stays here.
+  const samplerWorker = options.samplingThread === 'main' ? undefined : new SamplerWorker();
   const sessions = new RouteSessions({
     session: {
       head: headRunner,
@@ -236,6 +244,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       drafters,
       prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
       verifier,
+      samplers: samplerWorker?.factory,
     },
     limits,
     maxSessions: s.maxSessions ?? 8,
@@ -302,6 +311,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       await draftModel?.dispose();
       await headRunner.dispose();
       completions.dispose();
+      await samplerWorker?.close();
     },
   };
 }

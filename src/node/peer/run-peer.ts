@@ -17,7 +17,7 @@ import { dialSocket, httpOrigin, type DialedSocket } from '../net/ws-dial.ts';
 import { backoffDelays } from '../../core/route/backoff.ts';
 import { httpShardLoader } from './http-shard-loader.ts';
 import { peerChains, type PeerChains } from '../../core/peer/peer-chains.ts';
-import { batchedChainRuns } from '../../core/mesh/batched-chain-runs.ts';
+import { batchedChainRuns, type BatchedChainRuns } from '../../core/mesh/batched-chain-runs.ts';
 import { WorkerShardService } from './worker-shard.ts';
 
 export interface PeerProcessOptions {
@@ -63,6 +63,8 @@ export interface RunningPeer {
   readonly peerId: string;
   readonly listenUrl?: string;
   readonly shard: ShardService;
+  /** Its chained routes: what other peers sent it on peer-to-peer links, and how its chain frames ran (batched runs, singles, prefills). */
+  readonly chains: { readonly received: PeerChains['received']; readonly runs: BatchedChainRuns['stats'] };
   /** Resolves with the reason when the head connection ends (with `reconnect`: when the peer gives up). */
   readonly closed: Promise<string>;
   /** Connections to the head made so far (1, then one more per rejoin). */
@@ -137,7 +139,8 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     ? new WorkerShardService({ loader: { kind: 'http', ...loader }, memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes }, log)
     : new ShardPeer({ loader: httpShardLoader({ ...loader, log }), memoryBudgetBytes: options.memoryBudgetBytes, prefixBudgetBytes: options.prefixBudgetBytes });
   // Chained routes (3.2): the head's links reach the shard through the forwarder.
-  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, dial: (url) => dialSocket(url), run: batchedChainRuns(shard).run, linkDelayMs: options.linkDelayMs, log });
+  const runs = batchedChainRuns(shard);
+  const chains = peerChains({ shard, peerId, joinToken: options.joinToken, dial: (url) => dialSocket(url), run: runs.run, linkDelayMs: options.linkDelayMs, log });
   let server: RunningServer | undefined;
   let current: HeadConnection | undefined;
   let stopped = false;
@@ -164,7 +167,8 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     const closed = options.reconnect
       ? keepJoined(first, options.reconnect, join, () => stopped, (c) => (current = c), log)
       : first.closed;
-    return { peerId, listenUrl, shard, closed, close, get connections() { return connections(first); } };
+    const chainStats = { get received() { return chains.received; }, get runs() { return runs.stats; } };
+    return { peerId, listenUrl, shard, chains: chainStats, closed, close, get connections() { return connections(first); } };
   } catch (error) {
     await close();
     throw error;

@@ -53,6 +53,8 @@ export interface ServeOptions {
   readonly prefixCacheMb?: number;
   /** `--no-batch` sets false: concurrent decode steps travel alone (default true). */
   readonly batching?: boolean;
+  /** Where tokens are sampled (default `worker`; see HeadOptions; library and bench). */
+  readonly samplingThread?: 'worker' | 'main';
   /** Requests wait until this many peers (of any kind) joined… */
   readonly minPeers?: number;
   /** …for at most this many seconds (default 60), then get a 503. */
@@ -158,6 +160,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     speculation: options.speculation,
     prefixCacheBytes: (options.prefixCacheMb ?? 0) * 2 ** 20,
     batching: options.batching,
+    samplingThread: options.samplingThread,
     sessions: {
       maxSessions: options.maxSessions,
       minPeers: options.minPeers || undefined,
