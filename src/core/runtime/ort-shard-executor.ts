@@ -62,45 +62,8 @@ export type KvMode = 'pool' | 'replace';
  */
 export const MAX_RUN_POSITIONS = 128;
 
-export type KvShape = Pick<ModelConfig, 'numKvHeads' | 'headDim'>;
-
-/** KV tensor operations for ORT tensors; growing works on CPU-resident tensors only. */
-export function ortKvOps(ort: OrtModule, shape: KvShape, dtype: ActivationDtype, window?: KvWindow): KvTensorOps<Tensor> {
-  const type = dtype === 'fp16' ? 'float16' : 'float32';
-  const { numKvHeads: heads, headDim } = shape;
-  return {
-    ...(window ? { window } : {}),
-    bytes: (t) => t.dims.reduce((a, b) => a * b, 1) * (t.type === 'float16' ? 2 : 4),
-    capacity: (t) => t.dims[2],
-    grow: (t, capacity, length, offset = 0) => {
-      if (t !== undefined && t.location !== 'cpu') return undefined; // GPU-resident KV: replaced, never grown here
-      const out = dtype === 'fp16' ? new Uint16Array(heads * capacity * headDim) : new Float32Array(heads * capacity * headDim);
-      if (t !== undefined && length > 0) {
-        const data = t.data as FloatArray;
-        const from = t.dims[2];
-        for (let h = 0; h < heads; h++) out.set(data.subarray((h * from + offset) * headDim, (h * from + offset + length) * headDim), h * capacity * headDim);
-      }
-      return new ort.Tensor(type, out as Float32Array, [1, heads, capacity, headDim]);
-    },
-    join: (parts, capacity) => {
-      if (parts.some((p) => p.tensor.location !== 'cpu')) return undefined; // GPU-resident KV: cannot be joined here
-      const out = dtype === 'fp16' ? new Uint16Array(heads * capacity * headDim) : new Float32Array(heads * capacity * headDim);
-      for (let h = 0; h < heads; h++) {
-        let at = 0;
-        for (const { tensor, offset, count } of parts) {
-          const data = tensor.data as FloatArray;
-          const from = tensor.dims[2];
-          out.set(data.subarray((h * from + offset) * headDim, (h * from + offset + count) * headDim), (h * capacity + at) * headDim);
-          at += count;
-        }
-      }
-      return new ort.Tensor(type, out as Float32Array, [1, heads, capacity, headDim]);
-    },
-    dispose: (t) => {
-      if (t.location === 'gpu-buffer') t.dispose();
-    },
-  };
-}
+import { ortKvOps } from './ort-kv-ops.ts';
+export { ortKvOps, type KvShape } from './ort-kv-ops.ts';
 
 /**
  * Write the first `count` new positions of entry `b` of a run's K or V, [B, rows, kvHeads*headDim]
