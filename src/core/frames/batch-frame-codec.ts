@@ -47,6 +47,7 @@ import { ProtocolError } from '../../shared/protocol-error.ts';
 import { isErrorCode, PROTOCOL_VERSION, type ErrorCode, type LayerRange, type WireDtype } from '../../shared/protocol.ts';
 import type { Activations } from '../model/activations.ts';
 import { readSessionId, writeSessionId } from './session-id.ts';
+import { writeTableFrameHeader } from './table-frame-header.ts';
 
 /** Header kind codes of batched frames (after the single-frame kinds 1–3). */
 export const BATCH_FRAME_KIND_CODES = { batch: 4, 'batch-result': 5 } as const;
@@ -130,18 +131,7 @@ export function encodeBatchFrame(frame: BatchFrame): Uint8Array {
 
   const out = new Uint8Array(FRAME_HEADER_BYTES + payload);
   const view = new DataView(out.buffer);
-  out.set(FRAME_MAGIC, AT.magic);
-  view.setUint8(AT.versionMajor, PROTOCOL_VERSION.major);
-  view.setUint8(AT.versionMinor, PROTOCOL_VERSION.minor);
-  view.setUint8(AT.kind, BATCH_FRAME_KIND_CODES[kind]);
-  view.setUint8(AT.dtype, FRAME_DTYPE_CODES[dtype]);
-  view.setUint32(AT.requestId, requestId, true);
-  view.setUint32(AT.startPosition, entries.length, true);
-  view.setUint32(AT.tokenCount, totalTokens, true);
-  view.setUint32(AT.hiddenSize, hiddenSize, true);
-  view.setUint16(AT.layerStart, range.start, true);
-  view.setUint16(AT.layerEnd, range.end, true);
-  view.setUint32(AT.payloadLength, payload, true);
+  writeTableFrameHeader(out, view, { kindCode: BATCH_FRAME_KIND_CODES[kind], dtype, requestId: requestId, count: entries.length, totalTokens, hiddenSize, range, payload });
   let body = FRAME_HEADER_BYTES + tableBytes;
   entries.forEach((e, i) => {
     const at = FRAME_HEADER_BYTES + i * BATCH_ENTRY_BYTES;

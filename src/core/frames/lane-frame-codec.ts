@@ -51,6 +51,7 @@ import { PROTOCOL_VERSION, type LayerRange, type WireDtype } from '../../shared/
 import type { Activations } from '../model/activations.ts';
 import { encodeFrame } from './frame-codec.ts';
 import { readSessionId, writeSessionId } from './session-id.ts';
+import { writeTableFrameHeader } from './table-frame-header.ts';
 
 export { LANE_FRAME_KIND_CODES };
 export type LaneFrameKind = keyof typeof LANE_FRAME_KIND_CODES;
@@ -121,17 +122,7 @@ export function encodeLaneFrame(frame: LaneFrame): Uint8Array {
 
   const out = new Uint8Array(FRAME_HEADER_BYTES + payload);
   const view = new DataView(out.buffer);
-  out.set(FRAME_MAGIC, AT.magic);
-  view.setUint8(AT.versionMajor, PROTOCOL_VERSION.major);
-  view.setUint8(AT.versionMinor, PROTOCOL_VERSION.minor);
-  view.setUint8(AT.kind, LANE_FRAME_KIND_CODES[kind]);
-  view.setUint8(AT.dtype, FRAME_DTYPE_CODES[dtype]);
-  view.setUint32(AT.startPosition, lanes.length, true);
-  view.setUint32(AT.tokenCount, totalTokens, true);
-  view.setUint32(AT.hiddenSize, hiddenSize, true);
-  view.setUint16(AT.layerStart, range.start, true);
-  view.setUint16(AT.layerEnd, range.end, true);
-  view.setUint32(AT.payloadLength, payload, true);
+  writeTableFrameHeader(out, view, { kindCode: LANE_FRAME_KIND_CODES[kind], dtype, requestId: 0, count: lanes.length, totalTokens, hiddenSize, range, payload });
   let body = FRAME_HEADER_BYTES + tableBytes;
   lanes.forEach((l, i) => {
     const at = FRAME_HEADER_BYTES + i * LANE_BYTES;
