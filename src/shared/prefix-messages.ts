@@ -9,10 +9,11 @@ import type { Correlated } from './link-messages.ts';
 export const MAX_FORGET_IDS = 256;
 
 /**
- * Head → peer (protocol 3.5), unprompted, no answer: the head's prefix registry evicted or
- * replaced these entries, so no `fork` will name them again. The peer drops each one it
- * holds — except a parent one of its held children still needs (it goes when they go) — and
- * ignores ids it does not hold. 1 … MAX_FORGET_IDS canonical UUIDs, no duplicates.
+ * Head → peer (protocol 3.5): the head's prefix registry evicted or forgot these entries, so
+ * no `fork` will name them again. The peer drops each one it holds with its descendants (they
+ * need its positions; the head forgets an entry's descendants with it, a parent never before
+ * its children) and ignores ids it does not hold. Answered by `stats` (the peer's figures
+ * after the drop). 1 … MAX_FORGET_IDS canonical UUIDs, no duplicates.
  */
 export interface ForgetMessage extends Correlated {
   readonly kind: 'forget';

@@ -143,10 +143,10 @@ export const PREFIX_FORGET_MINOR = 5;
  * - 3.5 (issue 27, peers outliving the head): `hello.rejoin` (`{ connections }`, an integer
  *   1 … 2^31 - 1: head connections this peer process or tab made before this one; absent on a
  *   first join) — the head records it and the dashboard shows the peer rejoined (count) even
- *   on a head that never saw it (`REJOIN_MINOR`). And `forget` (head → peer, unprompted, no
- *   answer): `{ prefixIds }`, 1 … 256 prefix ids the head's prefix registry evicted or
- *   replaced; the peer drops each it holds (a parent stays while a child it holds lives),
- *   ignores unknown ids. Sent only to peers that announced 3.5 (`PREFIX_FORGET_MINOR`); a 3.4
+ *   on a head that never saw it (`REJOIN_MINOR`). And `forget` (head → peer, answered by
+ *   `stats`): `{ prefixIds }`, 1 … 256 distinct prefix ids the head's prefix registry evicted
+ *   or forgot; the peer drops each it holds with its descendants (the head forgets those with
+ *   it), ignores unknown ids. Sent only to peers that announced 3.5 (`PREFIX_FORGET_MINOR`); a 3.4
  *   peer would refuse the kind (`unknown_kind`), so it is never sent one. Minor: optional field, new kind.
  */
 
