@@ -9,15 +9,15 @@
  * the `--cpu-prof` profile uses, and the main thread's own CPU time (/proc; unlike the busy
  * time, not inflated when a loaded machine deschedules the thread), so the parent can cut the profile to the window.
  *
- *   node [--cpu-prof --cpu-prof-dir D] --import tsx bench/event-loop-head.ts DIR [HEAD_LAYERS] [worker|main]
+ *   node [--cpu-prof --cpu-prof-dir D] --import tsx bench/event-loop-head.ts DIR [HEAD_LAYERS] [worker|sampler|main]
  */
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { serveHead } from '../src/node/serve/serve-head.ts';
 
-const [dir, headLayers = 'auto', samplingThread = 'worker'] = process.argv.slice(2);
-if (!dir || !process.send || (samplingThread !== 'worker' && samplingThread !== 'main')) {
-  console.error('usage (forked with IPC): event-loop-head.ts DIR [HEAD_LAYERS] [worker|main]');
+const [dir, headLayers = 'auto', variant = 'worker'] = process.argv.slice(2);
+if (!dir || !process.send || (variant !== 'worker' && variant !== 'sampler' && variant !== 'main')) {
+  console.error('usage (forked with IPC): event-loop-head.ts DIR [HEAD_LAYERS] [worker|sampler|main]');
   process.exit(2);
 }
 const send = (message: unknown) => process.send!(message);
@@ -34,7 +34,9 @@ const serving = await serveHead({
   device: 'cpu',
   dtype: 'fp32',
   threads: 1,
-  samplingThread,
+  // worker: LM head and sampling off the loop; sampler: only sampling; main: neither.
+  samplingThread: variant === 'main' ? 'main' : 'worker',
+  headThread: variant === 'worker' ? 'worker' : 'main',
   log: (line) => console.error(`[head] ${line}`),
 });
 await serving.head.waitForPeers(2, 120_000);

@@ -13,10 +13,13 @@
  * average; and from the profile, the main thread's busy time by project frame and the long
  * tasks (≥ 20 ms) named by the frames that held them.
  *
- * Each round runs a head per variant (`--variants worker,main`: sampling in the sampler worker,
+ * Each round runs a head per variant (`--variants worker,sampler,main`: `worker` = the LM head and
+ * embedding in the head worker and sampling in the sampler worker (the default); `sampler` =
+ * sampling in the worker, the LM head on the main thread; `main` = both on the main thread;
+ * formerly `worker,main` meant sampling in the sampler worker,
  * the default, or on the main thread as before), alternating their order round by round.
  *
- *   npm run bench:event-loop [-- --seconds S] [--rounds N] [--variants worker,main] [--head-layers auto|none|A:B] [--no-profile]
+ *   npm run bench:event-loop [-- --seconds S] [--rounds N] [--variants worker,sampler,main] [--head-layers auto|none|A:B] [--no-profile]
  *
  * Writes bench/results/event-loop-<time>.json and .md (and event-loop-latest.md).
  */
@@ -35,16 +38,16 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '1' },
     'head-layers': { type: 'string', default: 'auto' },
     'no-profile': { type: 'boolean', default: false },
-    variants: { type: 'string', default: 'worker,main' },
+    variants: { type: 'string', default: 'worker,sampler' },
   },
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const headLayers = values['head-layers']!;
 const profile = !values['no-profile'];
-type Variant = 'worker' | 'main';
+type Variant = 'worker' | 'sampler' | 'main';
 const variants = values.variants!.split(',') as Variant[];
-if (variants.some((v) => v !== 'worker' && v !== 'main')) throw new Error('--variants: worker and/or main');
+if (variants.some((v) => v !== 'worker' && v !== 'sampler' && v !== 'main')) throw new Error('--variants: worker, sampler and/or main');
 
 const warmSchema = {
   type: 'object',
@@ -191,7 +194,7 @@ for (const row of rows) {
 rows.forEach((row) => {
   const s = row.summary;
   if (!s) return;
-  lines.push('', `## Sampling on ${row.variant}, round ${row.round}, ${row.window}: main thread busy ${s.busyMs.toFixed(0)} ms in the profile`, '', 'By innermost project frame:', '');
+  lines.push('', `## Variant ${row.variant}, round ${row.round}, ${row.window}: main thread busy ${s.busyMs.toFixed(0)} ms in the profile`, '', 'By innermost project frame:', '');
   for (const { frame, ms } of s.byProjectFrame.slice(0, 10)) lines.push(`- ${ms.toFixed(0)} ms ${frame}`);
   lines.push('', 'Self time:', '');
   for (const { frame, ms } of s.self.slice(0, 10)) lines.push(`- ${ms.toFixed(0)} ms ${frame}`);

@@ -43,6 +43,7 @@ import { H3 } from 'h3';
 import { WorkerShardService } from '../peer/worker-shard.ts';
 import { WorkerGrammarEngine } from '../grammar-worker.ts';
 import { SamplerWorker } from '../sampler-worker.ts';
+import { WorkerHeadRunner } from '../head-worker.ts';
 import { loadXGrammar } from '../xgrammar-node.ts';
 import { getShardArtifact } from '../artifact-cache.ts';
 import { loadDraftModel, type LoadedDraftModel } from './draft-model.ts';
@@ -106,6 +107,11 @@ export interface HeadOptions {
    * itself (what the head did before; `npm run bench:event-loop` measures one against the other).
    */
   readonly samplingThread?: 'worker' | 'main';
+  /**
+   * Where the head's embedding and LM head run: `worker` (default; head-worker.ts) or `main`
+   * (onnxruntime-node runs a session synchronously on the calling thread, holding the loop).
+   */
+  readonly headThread?: 'worker' | 'main';
   /**
    * Keep the plan loaded ahead of requests (mesh/warm-up.ts): `expectPeers` local peers are
    * waited for first. Absent: ranges load with the first request.
@@ -188,15 +194,18 @@ export function generateJoinToken(): string {
 }
 
 export async function startHead(options: HeadOptions): Promise<RunningHead> {
+  async function loadHeadHere(): Promise<HeadRunner> {
+    const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
+    const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
+    return loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  }
   const { model, dtype } = options;
   const weights = asWeightSpec(model.checkpoint.config, dtype, options.weights);
   const log = options.log ?? (() => {});
   const joinToken = options.joinToken === null ? undefined : (options.joinToken ?? generateJoinToken());
   const budget = options.memoryBudgetBytes ?? Math.floor(os.freemem() / 2);
   const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
-  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
-  const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
-  const loadedHead = await loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
+  const loadedHead = options.headThread === 'main' ? await loadHeadHere() : await WorkerHeadRunner.start({ modelDir: model.directory, device: options.device, dtype, weights, threads: options.threads });
   // Concurrent sessions' LM heads run as one batch, like their decode steps on the peers.
   const headRunner = options.batching === false ? loadedHead : new BatchingHeadRunner(loadedHead);
   // One line says where this process runs what. The head's own layers (in a worker thread)

@@ -55,6 +55,8 @@ export interface ServeOptions {
   readonly batching?: boolean;
   /** Where tokens are sampled (default `worker`; see HeadOptions; library and bench). */
   readonly samplingThread?: 'worker' | 'main';
+  /** Where the embedding and LM head run (default `worker`; see HeadOptions; library and bench). */
+  readonly headThread?: 'worker' | 'main';
   /** Requests wait until this many peers (of any kind) joined… */
   readonly minPeers?: number;
   /** …for at most this many seconds (default 60), then get a 503. */
@@ -161,6 +163,7 @@ export async function serveHead(options: ServeOptions): Promise<ServingHead> {
     prefixCacheBytes: (options.prefixCacheMb ?? 0) * 2 ** 20,
     batching: options.batching,
     samplingThread: options.samplingThread,
+    headThread: options.headThread,
     sessions: {
       maxSessions: options.maxSessions,
       minPeers: options.minPeers || undefined,

@@ -1,0 +1,92 @@
+/**
+ * The head's embedding and LM head in a worker thread (src/node/head-worker.ts, real
+ * onnxruntime sessions in a real worker) give what the same sessions give on this thread:
+ * the same embeddings and logits, bit for bit (single rows, a speculative step's several
+ * rows, batched blocks), so the same tokens and logprobs; their errors arrive as the same types.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { asWeightSpec } from '../../src/core/model/quant/weight-format.ts';
+import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
+import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
+import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
+import { Sampler, validateSamplingParams } from '../../src/core/sampling/index.ts';
+import { getShardArtifact } from '../../src/node/artifact-cache.ts';
+import { WorkerHeadRunner } from '../../src/node/head-worker.ts';
+import { openLocalModel } from '../../src/node/local-model.ts';
+import { nodeLoaderOptions } from '../../src/node/ort-node-runtime.ts';
+import { QWEN_CHAT_VOCAB, writeQwenChatModel } from '../fixtures/qwen-chat-model.ts';
+
+/** The bytes of a float array (deep equality over 151,936 floats is slow; bytes are exact). */
+const bits = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+
+let here: HeadRunner;
+let there: WorkerHeadRunner;
+let remove: () => Promise<void>;
+
+beforeAll(async () => {
+  const written = await writeQwenChatModel();
+  remove = written.remove;
+  const model = await openLocalModel(written.dir);
+  const weights = asWeightSpec(model.checkpoint.config, 'fp32', undefined);
+  const loader = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
+  const e = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, 'fp32', weights);
+  const h = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, 'fp32', weights);
+  here = await loadHeadRunner(model.checkpoint.config, e.artifact, h.artifact, model.checkpoint.source, loader);
+  there = await WorkerHeadRunner.start({ modelDir: written.dir, device: 'cpu', dtype: 'fp32', weights, threads: 1 });
+}, 120_000);
+afterAll(async () => {
+  await here?.dispose();
+  await there?.dispose();
+  await remove?.();
+});
+
+describe('WorkerHeadRunner', () => {
+  it('embeds and computes logits exactly as on this thread (one row, several rows, batched blocks)', async () => {
+    expect(there.device).toBe(here.device);
+    const ids = [3, 17, 4000, 151_000, 9];
+    const a = await here.embed(ids);
+    const b = await there.embed(ids);
+    expect(b.tokens).toBe(a.tokens);
+    expect(bits(b.data)).toBe(bits(a.data));
+    expect(bits(await there.logits(b))).toBe(bits(await here.logits(a)));
+    expect(bits(await there.logits(b, [0, 2, 4]))).toBe(bits(await here.logits(a, [0, 2, 4])));
+    const other = await here.embed([42, 43]);
+    const want = await here.logitsBatch!([a, other], [[1, 3], undefined]);
+    const got = await there.logitsBatch([b, other], [[1, 3], undefined]);
+    expect(got.map((r) => r.length)).toEqual([2 * QWEN_CHAT_VOCAB, QWEN_CHAT_VOCAB]);
+    expect(got.map(bits)).toEqual(want.map(bits));
+  });
+
+  it('gives the same tokens and logprobs over a decode loop, folded by BatchingHeadRunner', async () => {
+    const batched = new BatchingHeadRunner(there);
+    const params = validateSamplingParams({ temperature: 0.9, topP: 0.95, logprobs: true, topLogprobs: 4, seed: 5 });
+    for (const runner of [there, batched]) {
+      const mine = new Sampler(params, QWEN_CHAT_VOCAB);
+      const theirs = new Sampler(params, QWEN_CHAT_VOCAB);
+      const prompt = [3, 17, 4000];
+      const generatedA: number[] = [];
+      const generatedB: number[] = [];
+      let lastA = prompt.at(-1)!;
+      let lastB = lastA;
+      for (let step = 0; step < 12; step++) {
+        // Three sessions' steps in one turn (the batch), this sequence's row first.
+        const [rowB] = await Promise.all([runner.logits(await runner.embed([lastB])), runner.logits(await runner.embed([1])), runner.logits(await runner.embed([2]))]);
+        const rowA = await here.logits(await here.embed([lastA]));
+        const want = mine.sample(rowA, { prompt, generated: generatedA });
+        const got = theirs.sample(rowB, { prompt, generated: generatedB });
+        expect(got).toEqual(want);
+        generatedA.push((lastA = want.tokenId));
+        generatedB.push((lastB = got.tokenId));
+      }
+    }
+    expect(batched.stats.batchedRows).toBeGreaterThan(0);
+  });
+
+  it('refuses what the in-thread runner refuses, with the same error types, and keeps serving', async () => {
+    await expect(there.embed([QWEN_CHAT_VOCAB])).rejects.toBeInstanceOf(RangeError);
+    const hidden = await there.embed([1, 2]);
+    await expect(there.logits(hidden, [2])).rejects.toThrow(RangeError);
+    await expect(there.logits({ ...hidden, tokens: 3 })).rejects.toThrow(/activation data holds/);
+    expect((await there.logits(hidden)).length).toBe(QWEN_CHAT_VOCAB);
+  });
+});
