@@ -14,7 +14,7 @@ import type { PeerLink } from '../runtime/peer-link.ts';
 import { RouteUnavailableError } from './plan-error.ts';
 import { HEAD_PEER_ID } from './plan-route.ts';
 import type { ChainAccess } from './route-provider.ts';
-import { QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
+import { type FaultClass, QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
 
 export interface MeshPeerInit {
   readonly id: string;
@@ -128,8 +128,9 @@ export class Membership {
     return count;
   }
 
-  quarantine(id: string, reason: string): void {
-    this.quarantines.add(id, reason);
+  /** Quarantine peer `id`; `fault` picks the back-off (quarantine.ts): a hang's is short, a wrong answer's long. */
+  quarantine(id: string, reason: string, fault: FaultClass): void {
+    this.quarantines.add(id, reason, fault);
   }
 
   onChange(listener: () => void): () => void {
