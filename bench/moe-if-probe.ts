@@ -3,7 +3,8 @@
  * onnxruntime-node's CPU provider. A graph of E Ifs chained on an accumulator [T, H], every
  * flag false, in variants: the then branch reading 0 weights vs a q4 expert (gate_up and down
  * MatMulNBits: 4 or 6 implicit weight inputs); flags as Gather of a scalar from a bool [E]
- * vs a Split of it; no If at all (the flags alone). Prints the median ms per run and µs per If.
+ * vs a Split of it; no If at all (the flags alone); the expert's weights as the branch's own
+ * initializers (if-own-weights: no weight implicit inputs). Prints the median ms per run and µs per If.
  *   node --import tsx bench/moe-if-probe.ts [--experts 64] [--hidden 1024] [--inter 512] [--runs 300]
  */
 import { parseArgs } from 'node:util';
@@ -23,7 +24,7 @@ function q4(g: GraphBuilder, name: string, n: number, k: number, zp: boolean): s
   return [data, scales, zeros];
 }
 
-type Variant = 'flags-only' | 'if-empty' | 'if-weights' | 'if-weights-split-flags' | 'if-no-acc' | 'inline-taken';
+type Variant = 'flags-only' | 'if-empty' | 'if-weights' | 'if-weights-split-flags' | 'if-no-acc' | 'inline-taken' | 'if-own-weights';
 function build(variant: Variant, zp: boolean): Uint8Array {
   const g = new GraphBuilder('probe');
   const x = g.input('x', OnnxType.FLOAT, [1, H]);
@@ -43,9 +44,15 @@ function build(variant: Variant, zp: boolean): Uint8Array {
       parts.push(g.op1('Cast', [flags[e]], { to: OnnxType.FLOAT }));
       continue;
     }
-    const then = g.branch(`e${e}_then`);
+    // if-own-weights: the branch is a graph of its own scope holding its expert's weights (no weight implicit inputs).
+    const then = variant === 'if-own-weights' ? new GraphBuilder(`e${e}_then`) : g.branch(`e${e}_then`);
     let part: string;
     if (variant === 'if-empty') part = then.op1('Mul', [x, x]);
+    else if (variant === 'if-own-weights') {
+      const gu = then.op1('MatMulNBits', [x, ...q4(then, `e${e}_gu`, 2 * I, H, zp)], { K: H, N: 2 * I, bits: 4, block_size: 32, accuracy_level: 4 }, { domain: 'com.microsoft', label: `e${e}_gu` });
+      const [a, b] = then.op('Split', [gu], { axis: -1, num_outputs: 2 }, { outputs: 2, label: `e${e}_split` });
+      part = then.op1('MatMulNBits', [then.op1('Mul', [a, b], {}, { label: `e${e}_mul` }), ...q4(then, `e${e}_d`, H, I, zp)], { K: I, N: H, bits: 4, block_size: 32, accuracy_level: 4 }, { domain: 'com.microsoft', label: `e${e}_down` });
+    }
     else {
       const gu = then.op1('MatMulNBits', [x, ...q4(g, `e${e}_gu`, 2 * I, H, zp)], { K: H, N: 2 * I, bits: 4, block_size: 32, accuracy_level: 4 }, { domain: 'com.microsoft' });
       const [a, b] = then.op('Split', [gu, g.int64([I, I])], { axis: -1 }, { outputs: 2 });
@@ -58,7 +65,7 @@ function build(variant: Variant, zp: boolean): Uint8Array {
       parts.push(g.op1('If', [flags[e]], { then_branch: { graph: then.build() }, else_branch: { graph: otherwise.build() } }));
       continue;
     }
-    then.output(then.op1('Add', [acc, part], {}, { output: `e${e}_t` }), OnnxType.FLOAT, [1, H]);
+    then.output(then.op1('Add', [acc, part], {}, { output: `e${e}_t`, label: `e${e}_add` }), OnnxType.FLOAT, [1, H]);
     otherwise.output(otherwise.op1('Identity', [acc], {}, { output: `e${e}_f` }), OnnxType.FLOAT, [1, H]);
     acc = g.op1('If', [flags[e]], { then_branch: { graph: then.build() }, else_branch: { graph: otherwise.build() } });
   }
@@ -68,7 +75,7 @@ function build(variant: Variant, zp: boolean): Uint8Array {
 }
 
 const feeds = { x: new ort.Tensor('float32', new Float32Array(H).fill(0.5), [1, H]), used: new ort.Tensor('uint8', Uint8Array.from({ length: E }, (_, e) => (e < TAKEN ? 1 : 0)), [E]) };
-const variants: Variant[] = ['flags-only', 'if-empty', 'if-no-acc', 'if-weights', 'if-weights-split-flags', 'inline-taken'];
+const variants: Variant[] = ['flags-only', 'if-empty', 'if-no-acc', 'if-weights', 'if-weights-split-flags', 'inline-taken', 'if-own-weights'];
 const sessions = new Map<Variant, ort.InferenceSession>();
 for (const v of variants) sessions.set(v, await ort.InferenceSession.create(build(v, values.zp), { intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 3 }));
 const times = new Map<Variant, number[]>(variants.map((v) => [v, []]));
