@@ -100,6 +100,9 @@ describe('a killed and restarted head gets its peers back', () => {
     expect(health.peers.map((p) => p.id).sort()).toEqual(['r1', 'r2']);
     for (const peer of peers) expect(peer.exitCode, 'never restarted').toBeNull();
     for (const id of ['r1', 'r2']) expect(peerLogs.get(id)).toMatch(/rejoined the head after \d+ attempt/);
+    // 3.5 hello.rejoin: the new head never saw them, yet its dashboard state shows both rejoined once.
+    const state = (await (await fetch(`${base()}/api/state`)).json()) as { peers: { id: string; rejoins?: number }[] };
+    expect(state.peers.map((p) => [p.id, p.rejoins]).sort()).toEqual([['r1', 1], ['r2', 1]]);
     console.log(`head restart: golden ${served - answering} ms after the new head answered HTTP (${served - spawned} ms after its spawn, start-up included)`);
 
     for (const peer of peers) peer.kill('SIGTERM');

@@ -30,6 +30,8 @@ export interface MeshPeerInit {
   readonly weightFormats?: readonly WireWeightFormat[];
   /** How sessions chain through it (protocol 3.2); absent: star only. */
   readonly chain?: ChainAccess;
+  /** Head connections the peer said it made before this one (3.5 `hello.rejoin`); absent: its first, or a 3.4 peer. */
+  readonly connectionsBefore?: number;
 }
 
 export interface MeshPeer extends MeshPeerInit {

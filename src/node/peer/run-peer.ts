@@ -160,7 +160,12 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
       server = await startServer(directListenerApp(shard, peerId, options.joinToken, log, chains), { port: options.listenPort, host });
       listenUrl = options.advertiseUrl ?? `ws://${host}:${server.port}/peer/ws`;
     }
-    const join = () => joinHead(options, peerId, chains, listenUrl, log);
+    let made = 0; // head connections made so far: the next hello's `rejoin.connections` (3.5)
+    const join = async () => {
+      const connection = await joinHead(options, peerId, chains, listenUrl, made, log);
+      made++;
+      return connection;
+    };
     // With `reconnect`, a head that is not up yet (restarting while this peer starts) is waited
     // for like a lost one: a peer spawned just before its head restarts must not exit.
     current = options.reconnect ? await retryJoin(options.reconnect, join, () => stopped, log, 'first join') : await join();
@@ -193,7 +198,7 @@ const joins = new WeakMap<HeadConnection, { count: number }>();
 const connections = (first: HeadConnection) => joins.get(first)?.count ?? 1;
 
 /** Dial the head, say hello, wait for `welcome`. Rejects with PermanentRefusalError for a refusal that cannot change. */
-async function joinHead(options: PeerProcessOptions, peerId: string, chains: PeerChains, listenUrl: string | undefined, log: (line: string) => void): Promise<HeadConnection> {
+async function joinHead(options: PeerProcessOptions, peerId: string, chains: PeerChains, listenUrl: string | undefined, madeBefore: number, log: (line: string) => void): Promise<HeadConnection> {
   const dialed = await dialSocket(options.headUrl);
   let welcomed!: (m: ControlMessage) => void;
   let refused!: (e: Error) => void;
@@ -229,6 +234,7 @@ async function joinHead(options: PeerProcessOptions, peerId: string, chains: Pee
       weightFormats: WIRE_WEIGHT_FORMATS, // onnxruntime-node runs every format on every provider
       ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
       ...(listenUrl !== undefined && { listenUrl }),
+      ...(madeBefore > 0 && { rejoin: { connections: madeBefore } }),
     });
     const answer = await welcome;
     if (answer.kind === 'welcome' && !isCompatibleVersion(answer.protocol)) {
