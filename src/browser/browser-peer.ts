@@ -197,6 +197,7 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
       weightFormats: WIRE_WEIGHT_FORMATS,
       ...(options.joinToken ? { joinToken: options.joinToken } : {}),
       ...(adapter ? { adapter } : {}),
+      ...(status.connections ? { rejoin: { connections: status.connections } } : {}),
     });
   };
   /**

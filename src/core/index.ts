@@ -35,6 +35,7 @@ export type { QuarantinePolicy } from './mesh/quarantine.ts';
 export { Completions } from './route/completions.ts';
 export { RouteSessions, type SessionObserver } from './route/route-sessions.ts';
 export { PrefixRegistry } from './route/prefix-registry.ts';
+export { PrefixForgetter } from './route/prefix-forget.ts';
 export { HopVerifier, type VerifyResult } from './route/verify-hop.ts';
 export type { SpeculateMode } from './speculation/drafter.ts';
 export { Drafters } from './speculation/drafters.ts';

@@ -16,7 +16,8 @@ import { randomUUID } from 'node:crypto';
 import type { Checkpoint } from '../core/model/checkpoint.ts';
 import { parseShardManifest } from '../core/model/manifest-parse.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
-import { buildShardArtifact, partName, shardWeightChunks, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
+import type { AttentionKind } from '../core/model/shard-graph.ts';
+import { buildShardArtifact, effectiveAttention, partName, shardWeightChunks, type ShardArtifact, type ShardManifest, type ShardPart } from '../core/model/shard-artifact.ts';
 import type { ActivationDtype } from '../core/model/activations.ts';
 import { WEIGHTS_FILE } from '../core/model/shard-artifact.ts';
 import { meshnetHome } from './meshnet-home.ts';
@@ -28,8 +29,9 @@ export interface ArtifactCacheResult {
   readonly cached: boolean;
 }
 
-export function artifactDirectory(key: string, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec, home = meshnetHome()): string {
-  return path.join(home, 'artifacts', key, partName(part, dtype, weights));
+/** The cache folder of a part; a layers graph attending in place has its own (`…-inplace`), beside the GQA one it shares weights with. */
+export function artifactDirectory(key: string, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec, home = meshnetHome(), attention: AttentionKind = 'gqa'): string {
+  return path.join(home, 'artifacts', key, partName(part, dtype, weights) + (attention === 'in-place' ? '-inplace' : ''));
 }
 
 /** The artifact in `directory` when it is whole (manifest, graph and weights of the right size) and for `key`. */
@@ -128,12 +130,14 @@ export async function getShardArtifact(
   dtype: ActivationDtype,
   weights: WeightSpec,
   home = meshnetHome(),
+  attention: AttentionKind = 'gqa',
 ): Promise<ArtifactCacheResult> {
-  const directory = artifactDirectory(key, part, dtype, weights, home);
+  const kind = effectiveAttention(checkpoint.config, part, dtype, attention);
+  const directory = artifactDirectory(key, part, dtype, weights, home, kind);
   const cached = await readCachedArtifact(directory, key);
-  if (cached) return { artifact: cached, directory, cached: true };
+  if (cached && (cached.manifest.attention ?? 'gqa') === kind) return { artifact: cached, directory, cached: true };
 
-  const artifact = buildShardArtifact(checkpoint.config, checkpoint.tensors, key, part, dtype, weights);
+  const artifact = buildShardArtifact(checkpoint.config, checkpoint.tensors, key, part, dtype, weights, kind);
   const parent = path.dirname(directory);
   const name = path.basename(directory);
   await mkdir(parent, { recursive: true });
@@ -171,5 +175,5 @@ export async function placeFolder(staging: string, directory: string, isValid: (
 /** The cached folder of `artifact` (holding `weights.bin`), for OrtLoaderOptions.weights. */
 export function cachedArtifactDirectory(artifact: ShardArtifact, home = meshnetHome()): string {
   const { manifest } = artifact;
-  return artifactDirectory(manifest.modelKey, manifest.part, manifest.dtype, manifest.weights, home);
+  return artifactDirectory(manifest.modelKey, manifest.part, manifest.dtype, manifest.weights, home, manifest.attention);
 }

@@ -14,7 +14,7 @@ import { loadHeadRunner, loadShardExecutor, type OrtLoaderOptions } from '../cor
 import type { KvMode } from '../core/runtime/ort-shard-executor.ts';
 import type { LocalPipeline, PipelineStage } from '../core/route/local-pipeline.ts';
 import { inProcessRoute } from '../core/mesh/static-route.ts';
-import { buildShardArtifact } from '../core/model/shard-artifact.ts';
+import { cpuAttention } from '../core/model/shard-artifact.ts';
 import type { AttentionKind } from '../core/model/shard-graph.ts';
 import { getShardArtifact } from './artifact-cache.ts';
 import { createFileByteSource } from './file-byte-source.ts';
@@ -56,7 +56,7 @@ export interface PipelineOptions {
   readonly prefixBudgetBytes?: number;
   /** Batched decode across sessions on the in-process route (default true). */
   readonly batching?: boolean;
-  /** 'in-place': layer graphs attend from plain ops over the past in place where a layer allows (built in memory, not cached; for tests and benches). Default: GroupQueryAttention, what artifacts hold. */
+  /** How layer graphs attend (cached per kind): 'in-place' from plain ops over the past where a layer allows, 'gqa' GroupQueryAttention. Default: cpuAttention on onnxruntime-node's CPU provider, else GQA. */
   readonly attention?: AttentionKind;
 }
 
@@ -76,13 +76,12 @@ export async function loadLocalPipeline(model: LocalModel, options: PipelineOpti
   const embedding = await getShardArtifact(checkpoint, key, { kind: 'embedding' }, options.dtype, weights);
   const headArtifact = await getShardArtifact(checkpoint, key, { kind: 'head' }, options.dtype, weights);
   const head = await loadHeadRunner(checkpoint.config, embedding.artifact, headArtifact.artifact, checkpoint.source, headLoader);
+  const attention = options.attention ?? (!options.loader && options.device === 'cpu' ? cpuAttention(checkpoint.config) : 'gqa');
   const stages: PipelineStage[] = [];
   for (const range of options.ranges) {
     const part = { kind: 'layers', range } as const;
-    const inMemory = options.attention === 'in-place';
-    const artifact = inMemory ? buildShardArtifact(checkpoint.config, checkpoint.tensors, key, part, options.dtype, weights, 'in-place') : (await getShardArtifact(checkpoint, key, part, options.dtype, weights)).artifact;
-    const { weights: _cached, ...packedInMemory } = loader;
-    const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, inMemory ? packedInMemory : loader);
+    const { artifact } = await getShardArtifact(checkpoint, key, part, options.dtype, weights, undefined, attention);
+    const executor = await loadShardExecutor(checkpoint.config, artifact, checkpoint.source, loader);
     stages.push({ executor, kv: new KvStore(executor.kvOps, Number.MAX_SAFE_INTEGER) } as PipelineStage);
   }
   const { route, peers } = await inProcessRoute(stages.map((s) => s.executor), options.memoryBudgetBytes, { batching: options.batching, prefixBudgetBytes: options.prefixBudgetBytes });

@@ -128,7 +128,7 @@ export class FieldReader {
   }
 
   /** An array of at most `maxItems` entries, each read by `read` (given a reader of the array). */
-  list<T>(field: string, read: (item: { oneOf<V extends string>(values: readonly V[]): V }) => T, maxItems: number): T[] {
+  list<T>(field: string, read: (item: { oneOf<V extends string>(values: readonly V[]): V; sessionId(): string }) => T, maxItems: number): T[] {
     const value = this.source[field];
     if (!Array.isArray(value) || value.length > maxItems) this.fail(field, `an array of at most ${maxItems} entries`);
     return (value as unknown[]).map((entry, i) =>
@@ -136,6 +136,10 @@ export class FieldReader {
         oneOf: <V extends string>(values: readonly V[]): V => {
           if (typeof entry !== 'string' || !(values as readonly string[]).includes(entry)) this.fail(`${field}[${i}]`, `one of ${values.map((v) => `'${v}'`).join(', ')}`, entry);
           return entry as V;
+        },
+        sessionId: () => {
+          if (!isSessionId(entry)) this.fail(`${field}[${i}]`, 'a lowercase UUID', entry);
+          return entry;
         },
       }),
     );

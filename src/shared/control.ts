@@ -11,9 +11,11 @@
 import { FieldReader, isPlainObject } from './control-fields.ts';
 import { ProtocolError } from './protocol-error.ts';
 import type { AuthenticatedMessage, AuthenticateMessage, ChainedMessage, ChainMessage, ChallengeMessage, Correlated } from './link-messages.ts';
+import { MAX_FORGET_IDS, type ForgetMessage } from './prefix-messages.ts';
 import { isErrorCode, WIRE_WEIGHT_FORMATS, type ErrorCode, type LayerRange, type ProtocolVersion, type WireDtype, type WireWeightFormat, type WireWeights } from './protocol.ts';
 
 export type { AuthenticatedMessage, AuthenticateMessage, ChainedMessage, ChainMessage, ChallengeMessage } from './link-messages.ts';
+export { MAX_FORGET_IDS, type ForgetMessage } from './prefix-messages.ts';
 
 /** Longest control message text accepted, in UTF-16 code units. */
 export const MAX_CONTROL_MESSAGE_CHARS = 64 * 1024;
@@ -56,6 +58,8 @@ export interface HelloMessage extends Correlated {
   readonly adapter?: AdapterInfo;
   /** Weight formats this peer's runtime can serve (2.1). Absent (a 2.0 peer): only the float format equal to the activation dtype. */
   readonly weightFormats?: readonly WireWeightFormat[];
+  /** 3.5: head connections this peer process or tab made before this one (1 … 2^31 - 1); absent: its first. */
+  readonly rejoin?: { readonly connections: number };
 }
 /** Head → peer: the hello was accepted under `peerId`. */
 export interface WelcomeMessage extends Correlated {
@@ -214,7 +218,8 @@ export type ControlMessage =
   | AuthenticateMessage
   | AuthenticatedMessage
   | ChainMessage
-  | ChainedMessage;
+  | ChainedMessage
+  | ForgetMessage;
 export type ControlKind = ControlMessage['kind'];
 
 type Reader = (r: FieldReader) => Omit<ControlMessage, 'kind' | 'id'>;
@@ -235,6 +240,7 @@ const readers: Record<ControlKind, Reader> = {
       return { vendor, architecture, isFallbackAdapter: a.boolean('isFallbackAdapter') };
     }),
     weightFormats: r.optional('weightFormats', (f) => r.list(f, (item) => item.oneOf(WIRE_WEIGHT_FORMATS), 8)),
+    rejoin: r.optional('rejoin', (f) => ({ connections: r.object(f).integer('connections', 1, 2 ** 31 - 1) })),
   }),
   welcome: (r) => ({ peerId: r.string('peerId', { pattern: PEER_ID }), protocol: r.version('protocol') }),
   assign: (r) => {
@@ -335,6 +341,12 @@ const readers: Record<ControlKind, Reader> = {
   }),
   chained: (r) => ({ sessionId: r.sessionId('sessionId'), range: r.range('range') }),
   authenticated: (r) => ({ proof: r.string('proof', { pattern: HEX_256 }) }),
+  forget: (r) => {
+    const prefixIds = r.list('prefixIds', (item) => item.sessionId(), MAX_FORGET_IDS);
+    if (prefixIds.length === 0) r.fail('prefixIds', 'at least one prefix id', 'an empty list');
+    if (new Set(prefixIds).size !== prefixIds.length) r.fail('prefixIds', 'distinct prefix ids', 'a repeated id');
+    return { prefixIds };
+  },
 };
 
 /**

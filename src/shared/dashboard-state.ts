@@ -64,7 +64,7 @@ export interface PeerView {
   /** When the head saw it leave (status 'gone'); it is dropped GONE_PEER_TTL_MS later. */
   readonly goneAt?: number;
   readonly tokensServed: number;
-  /** Times this id joined again after the head saw it gone (a peer or tab that reconnected); absent before the first. */
+  /** Times this id joined again: after this head saw it gone, or (3.5) the head connections the peer says it made before (a restarted head never saw it); absent before the first. */
   readonly rejoins?: number;
 }
 
@@ -192,9 +192,10 @@ export function emptyState(
   };
 }
 
-/** `next` (an update, which knows nothing of rejoins) with the rejoin count `before` had. */
+/** `next` with the larger of its rejoin count (the peer's own, from its hello: 3.5) and the one `before` had. */
 function withRejoins(next: PeerView, before: PeerView): PeerView {
-  return next.rejoins === undefined && before.rejoins !== undefined ? { ...next, rejoins: before.rejoins } : next;
+  const rejoins = Math.max(next.rejoins ?? 0, before.rejoins ?? 0);
+  return rejoins > 0 && rejoins !== next.rejoins ? { ...next, rejoins } : next;
 }
 
 /**
@@ -212,7 +213,8 @@ export function applyEvent(state: MeshState, event: MeshEvent): MeshState {
     case 'peer.joined': {
       const before = state.peers.find((p) => p.id === event.peer.id);
       const others = state.peers.filter((p) => p.id !== event.peer.id);
-      const peer = before ? { ...event.peer, rejoins: (before.rejoins ?? 0) + 1 } : event.peer;
+      // Seen gone here: one more rejoin; the peer's own count (3.5, a restarted head never saw it) wins when larger.
+      const peer = before ? { ...event.peer, rejoins: Math.max((before.rejoins ?? 0) + 1, event.peer.rejoins ?? 0) } : event.peer;
       return { ...state, peers: [...others, peer] };
     }
     case 'peer.updated': {

@@ -10,7 +10,7 @@
  * new error codes, never change the frame header. A different `major` is refused with
  * `version_mismatch`.
  */
-export const PROTOCOL_VERSION = { major: 3, minor: 4 } as const;
+export const PROTOCOL_VERSION = { major: 3, minor: 5 } as const;
 
 /**
  * The first minor version (of major 3) whose peers keep the position rule (3.1): a frame
@@ -44,6 +44,20 @@ export const PREFIX_TREE_MINOR = 3;
  * kinds (`unknown_kind`), so it is only ever sent kinds 6 and 7.
  */
 export const CHAIN_LANES_MINOR = 4;
+
+/**
+ * The first minor version (of major 3) whose peers say in their hello how many head
+ * connections they made before (3.5): `hello.rejoin.connections`. The head shows the peer as
+ * rejoined even when it never saw it (a restarted head). A 3.4 peer sends no field: a first join.
+ */
+export const REJOIN_MINOR = 5;
+
+/**
+ * The first minor version (of major 3) whose peers honour `forget` (3.5): head → peer, drop
+ * the named prefix entries the head's registry no longer holds. A head sends it only to peers
+ * that announced at least this; an older peer keeps such entries until its own budget evicts them.
+ */
+export const PREFIX_FORGET_MINOR = 5;
 
 /*
  * Protocol history (version → what changed):
@@ -126,6 +140,14 @@ export const CHAIN_LANES_MINOR = 4;
  *   head — the outputs of one batched run leave as one frame per link. The head sets it only on
  *   a chained segment whose peers all announced 3.4 (`CHAIN_LANES_MINOR`); elsewhere kinds 6/7
  *   flow as in 3.2, and a 3.3 or older peer refuses kinds 8/9 (`unknown_kind`). Minor: header unchanged.
+ * - 3.5 (issue 27, peers outliving the head): `hello.rejoin` (`{ connections }`, an integer
+ *   1 … 2^31 - 1: head connections this peer process or tab made before this one; absent on a
+ *   first join) — the head records it and the dashboard shows the peer rejoined (count) even
+ *   on a head that never saw it (`REJOIN_MINOR`). And `forget` (head → peer, answered by
+ *   `stats`): `{ prefixIds }`, 1 … 256 distinct prefix ids the head's prefix registry evicted
+ *   or forgot; the peer drops each it holds with its descendants (the head forgets those with
+ *   it), ignores unknown ids. Sent only to peers that announced 3.5 (`PREFIX_FORGET_MINOR`); a 3.4
+ *   peer would refuse the kind (`unknown_kind`), so it is never sent one. Minor: optional field, new kind.
  */
 
 export interface ProtocolVersion {

@@ -100,10 +100,29 @@ describe('a killed and restarted head gets its peers back', () => {
     expect(health.peers.map((p) => p.id).sort()).toEqual(['r1', 'r2']);
     for (const peer of peers) expect(peer.exitCode, 'never restarted').toBeNull();
     for (const id of ['r1', 'r2']) expect(peerLogs.get(id)).toMatch(/rejoined the head after \d+ attempt/);
+    // 3.5 hello.rejoin: the new head never saw them, yet its dashboard state shows both rejoined once.
+    const state = (await (await fetch(`${base()}/api/state`)).json()) as { peers: { id: string; rejoins?: number }[] };
+    expect(state.peers.map((p) => [p.id, p.rejoins]).sort()).toEqual([['r1', 1], ['r2', 1]]);
     console.log(`head restart: golden ${served - answering} ms after the new head answered HTTP (${served - spawned} ms after its spawn, start-up included)`);
 
     for (const peer of peers) peer.kill('SIGTERM');
     const codes = await Promise.all(peers.map((p) => new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)))));
     expect(codes, 'SIGTERM: exit 0').toEqual([0, 0]);
+  });
+
+  it('a peer started while its head is down waits for it and joins (a peer respawned just before a head restart)', { timeout: 180_000 }, async () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    port = await freePort();
+    const peer = startPeer('r3');
+    await until('the peer trying the absent head', 60_000, async () => (/first join: .*retrying/.test(peerLogs.get('r3')!) ? true : undefined));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(peer.exitCode, 'the peer process waits for its head').toBeNull();
+    startHead();
+    await until('the head with the waiting peer', 90_000, async () => {
+      const health = (await (await fetch(`${base()}/health`)).json()) as { ready: boolean; peers: { id: string; layers: number[][] }[] };
+      return health.ready && health.peers.some((p) => p.id === 'r3' && p.layers.length > 0) ? true : undefined;
+    });
+    expect(await golden()).toEqual(STORIES_GOLDEN);
+    expect(peerLogs.get('r3')).toMatch(/joined the head after \d+ attempt/);
   });
 });

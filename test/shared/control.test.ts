@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { errorFromControlMessage, errorToControlMessage } from '../../src/shared/control-errors.ts';
 import {
   MAX_CONTROL_MESSAGE_CHARS,
+  MAX_FORGET_IDS,
   parseControlMessage,
   serializeControlMessage,
   type ControlKind,
@@ -25,6 +26,7 @@ const samples: Record<ControlKind, ControlMessage> = {
     listenUrl: 'ws://10.0.0.2:7071/peer',
     peerId: 'peer-a.1',
     adapter: { vendor: 'apple', architecture: '', isFallbackAdapter: false },
+    rejoin: { connections: 3 },
   },
   welcome: { kind: 'welcome', id: 'c1', peerId: 'peer-a.1', protocol: { major: 1, minor: 0 } },
   assign: {
@@ -70,6 +72,7 @@ const samples: Record<ControlKind, ControlMessage> = {
   authenticated: { kind: 'authenticated', id: 'a1', proof: '9c'.repeat(32) },
   chain: { kind: 'chain', id: 'k1', sessionId: SESSION, range: { start: 0, end: 2 }, from: 'head', to: { peerId: 'peer-b', range: { start: 2, end: 5 }, url: 'ws://10.0.0.3:7071/peer' } },
   chained: { kind: 'chained', id: 'k1', sessionId: SESSION, range: { start: 0, end: 2 } },
+  forget: { kind: 'forget', prefixIds: ['00000000-0000-4000-8000-000000000001', SESSION] },
 };
 
 function refusal(text: string): ProtocolError {
@@ -96,7 +99,7 @@ describe('control messages round trip', () => {
 
   it('minimal messages: optional fields stay absent', () => {
     const hello = { ...samples.hello } as Record<string, unknown>;
-    for (const key of ['id', 'joinToken', 'listenUrl', 'adapter']) delete hello[key];
+    for (const key of ['id', 'joinToken', 'listenUrl', 'adapter', 'rejoin']) delete hello[key]; // a 3.4 peer's hello: no rejoin
     const parsed = parseControlMessage(JSON.stringify(hello));
     expect(parsed).toEqual(hello);
     expect(Object.keys(parsed)).not.toContain('joinToken');
@@ -200,6 +203,19 @@ describe('parseControlMessage refusals', () => {
     ['stats', 'prefixBytes', (m) => (m.prefixBytes = -1)],
     ['stats', 'batchedEntries', (m) => (m.batchedEntries = '3')],
     ['stats', 'decodeBusyMs', (m) => (m.decodeBusyMs = -0.5)],
+    ['hello', 'rejoin.connections', (m) => (m.rejoin = { connections: 0 })],
+    ['hello', 'rejoin.connections', (m) => (m.rejoin = { connections: 2 ** 31 })],
+    ['hello', 'rejoin.connections', (m) => (m.rejoin = { connections: 1.5 })],
+    ['hello', 'rejoin.connections', (m) => (m.rejoin = { connections: '2' })],
+    ['hello', 'rejoin.connections', (m) => (m.rejoin = {})],
+    ['hello', 'rejoin', (m) => (m.rejoin = 2)],
+    ['forget', 'prefixIds', (m) => (m.prefixIds = [])],
+    ['forget', 'prefixIds', (m) => delete m.prefixIds],
+    ['forget', 'prefixIds', (m) => (m.prefixIds = SESSION)],
+    ['forget', 'prefixIds', (m) => (m.prefixIds = Array.from({ length: 257 }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`))],
+    ['forget', 'prefixIds', (m) => (m.prefixIds = [SESSION, SESSION])],
+    ['forget', 'prefixIds[1]', (m) => (m.prefixIds = [SESSION, SESSION.toUpperCase()])],
+    ['forget', 'prefixIds[0]', (m) => (m.prefixIds = [42])],
   ];
   it.each(fieldCases)("%s: field '%s'", (kind, field, edit) => {
     const error = refusal(edited(kind, edit));
@@ -260,6 +276,13 @@ describe('chain.lanes (protocol 3.4)', () => {
   });
 });
 
+describe('forget (protocol 3.5)', () => {
+  it('takes up to MAX_FORGET_IDS distinct ids', () => {
+    const ids = Array.from({ length: MAX_FORGET_IDS }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`);
+    expect(parseControlMessage(JSON.stringify({ kind: 'forget', prefixIds: ids }))).toEqual({ kind: 'forget', prefixIds: ids });
+  });
+});
+
 describe('protocol constants', () => {
   it('error codes are pinned', () => {
     expect(Object.keys(ERROR_CODES).sort()).toEqual(
@@ -273,7 +296,7 @@ describe('protocol constants', () => {
   });
 
   it('same major is compatible, any minor', () => {
-    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 4 });
+    expect(PROTOCOL_VERSION).toEqual({ major: 3, minor: 5 });
     expect(isCompatibleVersion({ major: 3, minor: 9 })).toBe(true);
     expect(isCompatibleVersion({ major: 2, minor: 2 })).toBe(false);
     expect(isCompatibleVersion({ major: 2, minor: 1 })).toBe(false);

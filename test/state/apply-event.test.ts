@@ -102,6 +102,17 @@ describe('applyEvent: peers and route', () => {
     expect(parseMeshEvent('peer.joined', { peer: { ...peer('a'), rejoins: 'x' } }), 'a wrong rejoin count is refused').toBeUndefined();
   });
 
+  it('a peer that says it rejoined (3.5 hello.rejoin) shows rejoined on a head that never saw it; the larger count wins', () => {
+    const fresh = fold([{ kind: 'peer.joined', peer: peer('a', { rejoins: 2 }) }]);
+    expect(fresh.peers[0]!.rejoins).toBe(2);
+    const updated = fold([{ kind: 'peer.updated', peer: peer('a', { status: 'ready' }) }], fresh);
+    expect(updated.peers[0]!.rejoins, 'an update without the count keeps it').toBe(2);
+    const again = fold([{ kind: 'peer.left', peerId: 'a' }, { kind: 'peer.joined', peer: peer('a', { rejoins: 1 }) }], fresh);
+    expect(again.peers[0]!.rejoins, 'seen gone here: one more than before').toBe(3);
+    const ahead = fold([{ kind: 'peer.left', peerId: 'a' }, { kind: 'peer.joined', peer: peer('a', { rejoins: 7 }) }], fresh);
+    expect(ahead.peers[0]!.rejoins, "the peer's own count when larger").toBe(7);
+  });
+
   it('ignores updates and departures of unknown peers', () => {
     const state = fold([{ kind: 'peer.joined', peer: peer('a') }]);
     expect(applyEvent(state, { kind: 'peer.updated', peer: peer('zz') })).toBe(state);

@@ -4,7 +4,7 @@
  * peer then still serves a normal prefill correctly (and a session it held before keeps its
  * KV). The protocol 3 inputs too: batched frames (a batch result sent to a peer, a range it
  * does not hold, entries refused one by one while the good entry is answered), `fork`,
- * `release` with `keepPrefix` and `unload` with bad fields or of what the peer lacks. The
+ * `release` with `keepPrefix`, `forget` (3.5) and `unload` with bad fields or of what the peer lacks. The
  * head's /peer/ws gateway refuses bad hellos (version, join token, first message, garbage)
  * with a clear error, closes the socket, and still admits a valid peer after.
  */
@@ -441,6 +441,43 @@ describe('a peer refuses bad input with typed errors and keeps serving', () => {
     await servesNormally();
   });
 
+  it('forget (3.5): bad ids, an empty, a repeated, a too-long and a huge list — typed errors, nothing dropped; unknown ids ignored; a named entry goes with its descendants', async () => {
+    const prefixEntries = async () => ((await peer.shard.handleControl({ kind: 'stats', id: 'sf' } as ControlMessage)) as ControlMessage & { prefixEntries: number }).prefixEntries;
+    const keep = async (prefixId: string, parent?: { prefixId: string; length: number }) => {
+      const sessionId = randomUUID();
+      await sendFrame(sessionId, 0, testActivations(hidden, 4, 61));
+      expect(await control({ kind: 'release', id: 'fk', sessionId, keepPrefix: { prefixId, length: 4, ...(parent && { parent }) } })).toMatchObject({ kind: 'released', keptPrefixes: 1 });
+    };
+    const [root, child, other] = [randomUUID(), randomUUID(), randomUUID()];
+    await keep(root);
+    await keep(child, { prefixId: root, length: 2 });
+    await keep(other);
+    const held = await prefixEntries();
+    const ids = (n: number) => Array.from({ length: n }, () => randomUUID());
+    for (const [prefixIds, field] of [
+      [['not-a-uuid'], "'prefixIds[0]'"],
+      [[root.toUpperCase()], "'prefixIds[0]'"],
+      [[root, 7], "'prefixIds[1]'"],
+      [[], "'prefixIds'"],
+      [[root, root], "'prefixIds'"],
+      [ids(257), "'prefixIds'"],
+      ['root', "'prefixIds'"],
+    ] as [unknown, string][]) {
+      const error = await refusal(JSON.stringify({ kind: 'forget', id: 'f1', prefixIds }));
+      expect(error).toMatchObject({ code: 'protocol_error' });
+      expect(error.message).toContain(`control message 'forget': field ${field}`);
+    }
+    const huge = await refusal(JSON.stringify({ kind: 'forget', id: 'f2', prefixIds: ids(5000) }));
+    expect(huge).toMatchObject({ code: 'protocol_error', message: expect.stringMatching(/over the 65536 limit/) });
+    expect(await prefixEntries(), 'a refused forget drops nothing').toBe(held);
+    expect(await control({ kind: 'forget', id: 'f3', prefixIds: ids(256) })).toMatchObject({ kind: 'stats', id: 'f3', prefixEntries: held });
+    // The root named: its child goes with it (it needs the root's positions); the other entry stays and forks.
+    expect(await control({ kind: 'forget', id: 'f4', prefixIds: [randomUUID(), root] })).toMatchObject({ kind: 'stats', prefixEntries: held - 2 });
+    expect(await control({ kind: 'fork', id: 'f5', sessionId: randomUUID(), prefixId: child, range: SUITE_RANGE, length: 4 })).toMatchObject({ kind: 'error', code: 'cache_miss' });
+    expect(await control({ kind: 'fork', id: 'f6', sessionId: randomUUID(), prefixId: other, range: SUITE_RANGE, length: 4 })).toMatchObject({ kind: 'forked', length: 4 });
+    await servesNormally();
+  });
+
   it('unload of a range that is not loaded: unloaded, loaded false, nothing freed; the loaded range still serves; a reversed range is refused', async () => {
     const entriesBefore = peer.shard.kvEntries;
     for (const range of [{ start: 2, end: 5 }, { start: 0, end: 1 }, { start: 1, end: 2 }]) {
@@ -499,6 +536,14 @@ describe('the head gateway refuses bad hellos and keeps serving', () => {
     const error = await refusedByHead(hello({ joinToken: undefined }));
     expect(error).toMatchObject({ code: 'unauthorized' });
     expect(error.message).toMatch(/needs a join token.*--join-token/);
+  });
+
+  it('a bad rejoin count (3.5): protocol_error naming the field, socket closed', async () => {
+    for (const rejoin of [{ connections: 0 }, { connections: -3 }, { connections: 2 ** 31 }, { connections: 'many' }, 5]) {
+      const error = await refusedByHead(hello({ rejoin }));
+      expect(error).toMatchObject({ code: 'protocol_error' });
+      expect(error.message).toMatch(/'hello': field 'rejoin(\.connections)?'/);
+    }
   });
 
   it('a first message that is not hello, an unknown kind, binary data, garbage text', async () => {

@@ -14,7 +14,7 @@ import type { PeerLink } from '../runtime/peer-link.ts';
 import { RouteUnavailableError } from './plan-error.ts';
 import { HEAD_PEER_ID } from './plan-route.ts';
 import type { ChainAccess } from './route-provider.ts';
-import { QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
+import { type FaultClass, QuarantineBook, type QuarantinePolicy, type QuarantineState } from './quarantine.ts';
 
 export interface MeshPeerInit {
   readonly id: string;
@@ -30,6 +30,8 @@ export interface MeshPeerInit {
   readonly weightFormats?: readonly WireWeightFormat[];
   /** How sessions chain through it (protocol 3.2); absent: star only. */
   readonly chain?: ChainAccess;
+  /** Head connections the peer said it made before this one (3.5 `hello.rejoin`); absent: its first, or a 3.4 peer. */
+  readonly connectionsBefore?: number;
 }
 
 export interface MeshPeer extends MeshPeerInit {
@@ -128,8 +130,9 @@ export class Membership {
     return count;
   }
 
-  quarantine(id: string, reason: string): void {
-    this.quarantines.add(id, reason);
+  /** Quarantine peer `id`; `fault` picks the back-off (quarantine.ts): a hang's is short, a wrong answer's long. */
+  quarantine(id: string, reason: string, fault: FaultClass): void {
+    this.quarantines.add(id, reason, fault);
   }
 
   onChange(listener: () => void): () => void {

@@ -301,7 +301,7 @@ export class Mesh implements RouteProvider, VerifierSource {
     if (!peer) return;
     const reason = `${fault.kind} on layers ${rangeText(range)}: ${fault.reason}`;
     this.loader.cool(peerId); // back from quarantine, its ranges warm up again before they serve
-    this.membership.quarantine(peerId, reason);
+    this.membership.quarantine(peerId, reason, fault.kind === 'hung' ? 'hang' : 'wrong');
     revokeLeases(peer.link, `peer ${peerId} is quarantined (${reason})`);
   }
 

@@ -20,7 +20,7 @@ import { HopLatency } from './hop-latency.ts';
 import type { MeshPeer, Membership } from './membership.ts';
 import type { MeshModel } from './mesh-model.ts';
 import { RouteUnavailableError } from './plan-error.ts';
-import { DEFAULT_WARM_UP_TIMEOUT_MS, warmUpRange } from './range-warm-up.ts';
+import { DEFAULT_WARM_UP_TIMEOUT_MS, WarmUpError, warmUpRange } from './range-warm-up.ts';
 
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** How long a peer may take to answer `unload`; past it the range counts as still loaded. */
@@ -136,11 +136,14 @@ export class RangeLoader {
     }
   }
 
-  /** Quarantine `peer` (still in the mesh) for failing to get `range` ready; its ranges go cold. */
-  private failed(peer: MeshPeer, range: LayerRange, error: unknown): void {
+  /**
+   * Quarantine `peer` (still in the mesh) for failing to get `range` ready; its ranges go cold.
+   * No answer in time (`late`) is a hang; a refusal or a wrong answer is a wrong answer.
+   */
+  private failed(peer: MeshPeer, range: LayerRange, error: unknown, late = error instanceof WarmUpError && error.late): void {
     if (!this.membership.isCurrent(peer)) return;
     this.cool(peer.id);
-    this.membership.quarantine(peer.id, `not ready for layers ${rangeText(range)}: ${error instanceof Error ? error.message : String(error)}`);
+    this.membership.quarantine(peer.id, `not ready for layers ${rangeText(range)}: ${error instanceof Error ? error.message : String(error)}`, late ? 'hang' : 'wrong');
   }
 
   private async load(peer: MeshPeer, range: LayerRange): Promise<void> {
@@ -155,8 +158,12 @@ export class RangeLoader {
       config: this.model.config,
     };
     const timeoutMs = this.times.readyTimeoutMs;
+    let late = false;
     try {
-      const notReady = () => new RouteUnavailableError(`peer ${peer.id} did not answer 'ready' for layers ${rangeText(range)} within ${timeoutMs} ms`);
+      const notReady = () => {
+        late = true;
+        return new RouteUnavailableError(`peer ${peer.id} did not answer 'ready' for layers ${rangeText(range)} within ${timeoutMs} ms`);
+      };
       const answer = await withDeadline(this.clock, timeoutMs, notReady, (signal) => peer.link.control(assign, signal)).catch((error: unknown) => {
         // Links rebuild an `error` answer into a ProtocolError: a refusal names the format.
         if (error instanceof ProtocolError && error.code === 'unsupported_weights') {
@@ -180,7 +187,7 @@ export class RangeLoader {
       peer.weights = answer.weights ?? this.model.artifacts.weights;
       this.membership.changed();
     } catch (error) {
-      this.failed(peer, range, error);
+      this.failed(peer, range, error, late);
       throw error;
     }
   }

@@ -28,6 +28,10 @@ const RELEASE_MS = 5000;
 
 export class WarmUpError extends Error {
   override readonly name = 'WarmUpError';
+  /** @param late the peer did not answer in time (a hang), rather than answering wrongly */
+  constructor(message: string, readonly late = false) {
+    super(message);
+  }
 }
 
 export interface WarmUpTarget {
@@ -65,7 +69,7 @@ async function timedFrame(target: WarmUpTarget, clock: Clock, sessionId: string,
   const activations: Activations = { dtype, data, tokens: 1, hiddenSize };
   const frame = encodeFrame({ kind: position === 0 ? 'prefill' : 'decode', requestId: 0, sessionId, startPosition: position, range, activations });
   const started = clock.now();
-  const late = () => new WarmUpError(`peer ${target.peerId} did not answer its ${what} within ${ms} ms`);
+  const late = () => new WarmUpError(`peer ${target.peerId} did not answer its ${what} within ${ms} ms`, true);
   let bytes: Uint8Array;
   try {
     bytes = await withDeadline(clock, ms, late, (signal) => target.link.request(frame, signal));

@@ -48,6 +48,7 @@ export function parseShardManifest(json: unknown, source: string): ShardManifest
     const layersOk = range !== undefined && Array.isArray(w?.layers) && w.layers.length > 0 && w.layers.every((l) => isInt(l) && l >= range.start && l < range.end);
     if (typeof w !== 'object' || w === null || !isInt(w.size) || w.size < 1 || !layersOk) fail('window is not a positive size with layers inside the part\'s range');
   }
+  if (m.attention !== undefined && (m.attention !== 'in-place' || part.kind !== 'layers')) fail(`attention ${String(m.attention)} is not 'in-place' on a layers part`);
   return m as unknown as ShardManifest;
 }
 

@@ -9,7 +9,7 @@ import type { ByteSource } from './byte-source.ts';
 import { buildEmbeddingGraph, buildHeadGraph } from './head-graphs.ts';
 import { serializeModel } from './onnx/onnx-model.ts';
 import { weightSpecName, type WeightSpec } from './quant/weight-format.ts';
-import { buildShardGraph, type AttentionKind } from './shard-graph.ts';
+import { allInPlace, buildShardGraph, type AttentionKind } from './shard-graph.ts';
 import type { ActivationDtype } from './activations.ts';
 import { windowedLayers, type KvWindow } from './layer-attention.ts';
 import type { LayerRange, ModelConfig, TensorLocation } from './types.ts';
@@ -31,8 +31,9 @@ export type ShardPart = { readonly kind: 'layers'; readonly range: LayerRange } 
 // of past_lengths (computed by the caller: 13 bookkeeping nodes a run fewer). 8 (issue 22):
 // sliding-window layers read seqlens_k_window / total_sequence_length_window; manifest `window`.
 // 9 (issue 24): a batched stream's q/k/v split names `new.{l}.value` itself (one Identity a
-// layer fewer).
-export const ARTIFACT_FORMAT = 9;
+// layer fewer). 10 (issue 22): manifest `attention: 'in-place'` on layer graphs attending from
+// plain ops (the default of onnxruntime-node CPU peers for sliding-window models), cached beside the GQA ones.
+export const ARTIFACT_FORMAT = 10;
 
 export interface ShardManifest {
   readonly format: number;
@@ -49,6 +50,8 @@ export interface ShardManifest {
    * to. Their KV keeps only the window (KvState), fed with `seqlens_k_window` / `total_sequence_length_window`.
    */
   readonly window?: KvWindow;
+  /** Present on a layers part whose graph attends in place (model/in-place-attention.ts); absent: GroupQueryAttention. */
+  readonly attention?: 'in-place';
 }
 
 export interface ShardArtifact {
@@ -82,6 +85,23 @@ function windowOf(config: ModelConfig, part: ShardPart): { window?: KvWindow } {
   return window ? { window } : {};
 }
 
+/** The attention a part's graph is built with: in place only for a layers part whose every layer allows it. */
+export function effectiveAttention(config: ModelConfig, part: ShardPart, dtype: ActivationDtype, attention: AttentionKind = 'gqa'): AttentionKind {
+  return attention === 'in-place' && part.kind === 'layers' && allInPlace(config, part.range, dtype) ? 'in-place' : 'gqa';
+}
+
+/**
+ * The attention onnxruntime-node's CPU provider runs best for a model (bench/window-decode.ts,
+ * issue 22's note): in place for models with sliding-window layers, where GroupQueryAttention's
+ * copy of every windowed layer's past each step costs most (Gemma-3-1B shape, q4, decode at
+ * 4,096 against 32 positions: 0.67 with GQA, 0.92 in place; at 32 in place costs ~4 % more CPU).
+ * Elsewhere GQA (issue 24 measured no gain at 2,048 positions on a Llama shape). WebGPU and wasm
+ * keep GQA (GPU-buffer KV; wasm not measured).
+ */
+export function cpuAttention(config: ModelConfig): AttentionKind {
+  return windowedLayers(config, { start: 0, end: config.numLayers }) ? 'in-place' : 'gqa';
+}
+
 /** Bytes of a part's packed weights in a format: what a peer holding it loads (the planner's unit). */
 export function partWeightBytes(config: ModelConfig, tensors: ReadonlyMap<string, TensorLocation>, part: ShardPart, dtype: ActivationDtype, weights: WeightSpec): number {
   return planPart(config, tensors, part, dtype, weights).plan.length();
@@ -89,8 +109,8 @@ export function partWeightBytes(config: ModelConfig, tensors: ReadonlyMap<string
 
 /**
  * Build the graph and weight manifest of one part. Pure: reads no weight bytes. `attention`
- * other than the default (GroupQueryAttention) builds a graph that is never cached or served:
- * for tests and benches (see AttentionKind).
+ * 'in-place' builds a layers graph attending in place where every layer allows it (manifest
+ * `attention`); it is cached in its own folder (artifact-cache.ts) and not served to peers.
  */
 export function buildShardArtifact(
   config: ModelConfig,
@@ -101,9 +121,10 @@ export function buildShardArtifact(
   weights: WeightSpec,
   attention?: AttentionKind,
 ): ShardArtifact {
-  const { plan, graph } = planPart(config, tensors, part, dtype, weights, attention);
+  const kind = effectiveAttention(config, part, dtype, attention);
+  const { plan, graph } = planPart(config, tensors, part, dtype, weights, kind);
   return {
-    manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments(), ...windowOf(config, part) },
+    manifest: { format: ARTIFACT_FORMAT, modelKey, part, dtype, weights, weightsLength: plan.length(), segments: plan.segments(), ...windowOf(config, part), ...(kind === 'in-place' && { attention: kind }) },
     graph: serializeModel(graph),
   };
 }

@@ -94,7 +94,9 @@ export function floatInitializer(name: string, dims: number[], values: Float32Ar
  * in memory for tests and benches). Issue 24 measured the two (bench/kv-step.ts, its note):
  * in place is not faster on onnxruntime-node's CPU provider at these shapes (+8% CPU per
  * step at 32 positions, equal at 2,048: its ~27 more nodes a layer cost what GQA's copy of
- * the past does), faster on wasm only at long contexts; so GQA stays the default.
+ * the past does), faster on wasm only at long contexts. Issue 22 measured windowed models
+ * (Gemma-3-1B shape) where GQA also copies every local layer's window each step: in place wins
+ * there at long contexts, so it is onnxruntime-node CPU's default for them (cpuAttention).
  */
 export type AttentionKind = 'in-place' | 'gqa';
 

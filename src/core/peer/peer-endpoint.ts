@@ -13,7 +13,7 @@ import { laneFrameKind } from '../frames/lane-frame-codec.ts';
 import type { LinkSocket } from '../runtime/socket-link.ts';
 import type { ShardService } from '../runtime/shard-service.ts';
 
-const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'unload', 'fork', 'ping', 'stats', 'chain']);
+const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'unload', 'fork', 'forget', 'ping', 'stats', 'chain']);
 
 /** What an endpoint on the head's link does with chained routes (protocol 3.2). */
 export interface EndpointChain {

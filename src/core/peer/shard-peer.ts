@@ -117,6 +117,10 @@ export class ShardPeer implements ShardService {
         }
         case 'fork':
           return this.fork(message.sessionId, message.prefixId, message.range, message.length, id);
+        case 'forget':
+          // 3.5: entries the head's registry forgot (unknown ids ignored); answered by the figures after.
+          this.prefixes.forget(message.prefixIds);
+          return this.stats(id);
         case 'ping':
           return { kind: 'pong', id, t: message.t };
         case 'stats':

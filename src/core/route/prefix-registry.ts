@@ -57,6 +57,8 @@ export interface PrefixRegistryOptions {
   readonly maxEntries?: number;
   /** Most bytes of recorded inputs held (default 256 MiB). */
   readonly maxBytes?: number;
+  /** Called for each entry forgotten (evicted, a failed fork, a keep whose parent went), with the hops that may hold it: the head tells those peers (`forget`, 3.5). */
+  readonly onForget?: (prefixId: string, hops: readonly PrefixHop[]) => void;
 }
 
 interface Node {
@@ -185,7 +187,8 @@ export class PrefixRegistry {
   add(keep: PrefixKeep, tokens: readonly number[], hops: readonly PrefixHop[], inputs: readonly Activations[]): void {
     const parent = keep.parent && this.nodes.get(keep.parent.prefixId);
     if (keep.parent && (!parent || lengthOf(parent) < keep.parent.length)) {
-      this.forget(keep.prefixId);
+      if (this.nodes.has(keep.prefixId)) this.forget(keep.prefixId);
+      else this.options.onForget?.(keep.prefixId, hops); // the peers kept it; nothing here will fork from it
       return;
     }
     const shared = parent ? keep.parent!.length : 0;
@@ -227,6 +230,7 @@ export class PrefixRegistry {
     node.parent?.children.delete(node);
     this.nodes.delete(prefixId);
     this.bytes -= inputBytes(node);
+    this.options.onForget?.(prefixId, node.hops);
   }
 
   get size(): number {

@@ -174,6 +174,21 @@ export class PrefixStore<T> {
     return freed;
   }
 
+  /**
+   * Protocol 3.5 `forget`: drop the entries `prefixIds` names — the head's registry no longer
+   * holds them — each with its descendants (they need its positions; the head forgets an
+   * entry's descendants with it, so it holds none of them either). Ids not held are ignored.
+   * Returns how many entries went.
+   */
+  forget(prefixIds: readonly string[]): number {
+    let dropped = 0;
+    for (const id of prefixIds) {
+      const entry = this.entries.get(id);
+      if (entry) dropped += this.drop(entry);
+    }
+    return dropped;
+  }
+
   /** Free every entry. */
   clear(): void {
     for (const entry of [...this.entries.values()]) if (this.entries.has(entry.id)) this.drop(entry);

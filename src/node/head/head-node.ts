@@ -13,6 +13,7 @@ import {
   HopVerifier,
   InProcessLink,
   Mesh,
+  PrefixForgetter,
   PrefixRegistry,
   RouteSessions,
   asWeightSpec,
@@ -251,7 +252,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       tokenizer: options.tokenizer,
       policy: { hopTimeoutMs: s.hopTimeoutMs ?? DEFAULT_HOP_TIMEOUT_MS, hopFloorMs: s.hopFloorMs, prefillChunk: spec.prefillChunk, routeMode: s.routeMode },
       drafters,
-      prefixes: (options.prefixCacheBytes ?? 0) > 0 ? new PrefixRegistry() : undefined,
+      prefixes: (options.prefixCacheBytes ?? 0) > 0 ? prefixRegistryFor(mesh) : undefined,
       verifier,
       samplers: samplerWorker?.factory,
     },
@@ -323,4 +324,10 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       await samplerWorker?.close();
     },
   };
+}
+
+/** The head's prefix registry; each entry it forgets is forgotten by the peers holding it too (3.5 `forget`, prefix-forget.ts). */
+function prefixRegistryFor(mesh: Mesh): PrefixRegistry {
+  const forgetter = new PrefixForgetter((id) => mesh.peers.find((p) => p.id === id));
+  return new PrefixRegistry({ onForget: (id, hops) => forgetter.forgotten(id, hops) });
 }

@@ -106,12 +106,13 @@ export function createPeerGateway(options: GatewayOptions): PeerGateway {
         link,
         listenUrl: hello.listenUrl,
         protocol: hello.protocol,
+        ...(hello.rejoin && { connectionsBefore: hello.rejoin.connections }),
         // The mesh chains through it only if its hello announced 3.2 (CHAIN_MINOR).
         chain: { port: options.wrapChain?.(chainPort, hello.peerId) ?? chainPort, ...(chainUrl !== undefined && { url: chainUrl }) },
       });
       state.peerId = hello.peerId;
       ws.send(serializeControlMessage({ kind: 'welcome', id: hello.id, peerId: hello.peerId, protocol: PROTOCOL_VERSION }));
-      log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link)`);
+      log(`peer ${hello.peerId} joined (${hello.runtime}, ${hello.executionProvider}, ${kind} link${hello.rejoin ? `, rejoining after ${hello.rejoin.connections} earlier head connection(s)` : ''})`);
     } catch (error) {
       // The direct socket goes now; the relay socket is closed by the caller after the error.
       void direct?.close('not admitted');

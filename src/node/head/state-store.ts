@@ -151,6 +151,8 @@ export function peerView(peer: MeshPeer, stats?: StatsMessage, lastHeartbeatAt?:
     ...(peer.quarantine ? { quarantine: { ...peer.quarantine } } : {}),
     lastHeartbeatAt: lastHeartbeatAt ?? peer.joinedAt,
     tokensServed: stats?.tokensServed ?? 0,
+    // 3.5: a peer that says it joined a head before counts as rejoined, even on a head that never saw it.
+    ...(peer.connectionsBefore !== undefined && { rejoins: peer.connectionsBefore }),
   };
 }
 

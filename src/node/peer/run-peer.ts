@@ -160,8 +160,15 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
       server = await startServer(directListenerApp(shard, peerId, options.joinToken, log, chains), { port: options.listenPort, host });
       listenUrl = options.advertiseUrl ?? `ws://${host}:${server.port}/peer/ws`;
     }
-    const join = () => joinHead(options, peerId, chains, listenUrl, log);
-    current = await join();
+    let made = 0; // head connections made so far: the next hello's `rejoin.connections` (3.5)
+    const join = async () => {
+      const connection = await joinHead(options, peerId, chains, listenUrl, made, log);
+      made++;
+      return connection;
+    };
+    // With `reconnect`, a head that is not up yet (restarting while this peer starts) is waited
+    // for like a lost one: a peer spawned just before its head restarts must not exit.
+    current = options.reconnect ? await retryJoin(options.reconnect, join, () => stopped, log, 'first join') : await join();
     log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
     const first = current;
     const closed = options.reconnect
@@ -191,7 +198,7 @@ const joins = new WeakMap<HeadConnection, { count: number }>();
 const connections = (first: HeadConnection) => joins.get(first)?.count ?? 1;
 
 /** Dial the head, say hello, wait for `welcome`. Rejects with PermanentRefusalError for a refusal that cannot change. */
-async function joinHead(options: PeerProcessOptions, peerId: string, chains: PeerChains, listenUrl: string | undefined, log: (line: string) => void): Promise<HeadConnection> {
+async function joinHead(options: PeerProcessOptions, peerId: string, chains: PeerChains, listenUrl: string | undefined, madeBefore: number, log: (line: string) => void): Promise<HeadConnection> {
   const dialed = await dialSocket(options.headUrl);
   let welcomed!: (m: ControlMessage) => void;
   let refused!: (e: Error) => void;
@@ -227,6 +234,7 @@ async function joinHead(options: PeerProcessOptions, peerId: string, chains: Pee
       weightFormats: WIRE_WEIGHT_FORMATS, // onnxruntime-node runs every format on every provider
       ...(options.joinToken !== undefined && { joinToken: options.joinToken }),
       ...(listenUrl !== undefined && { listenUrl }),
+      ...(madeBefore > 0 && { rejoin: { connections: madeBefore } }),
     });
     const answer = await welcome;
     if (answer.kind === 'welcome' && !isCompatibleVersion(answer.protocol)) {
@@ -261,20 +269,36 @@ async function keepJoined(
     const reason = await connection.closed;
     if (stopped()) return reason;
     log(`the head connection ended (${reason}); reconnecting`);
-    for (let attempt = 0; ; attempt++) {
+    let next: HeadConnection;
+    try {
+      next = await retryJoin(policy, join, stopped, log, 'rejoin', true);
+    } catch (error) {
+      return stopped() ? reason : error instanceof Error ? error.message : String(error);
+    }
+    connection = next;
+    set(connection);
+    counter.count++;
+  }
+}
+
+/**
+ * Join until it works: `join()` now (unless `waitFirst`), then again after each capped,
+ * jittered back-off. Rejects with a PermanentRefusalError, or when `stopped()`.
+ */
+async function retryJoin(policy: ReconnectPolicy, join: () => Promise<HeadConnection>, stopped: () => boolean, log: (line: string) => void, what: string, waitFirst = false): Promise<HeadConnection> {
+  for (let attempt = 0; ; attempt++) {
+    if (waitFirst || attempt > 0) {
       const delay = backoffDelays({ baseMs: policy.baseMs, maxMs: policy.maxMs, attempts: Math.min(attempt, 30) + 1, jitter: 0.5 }).at(-1)!;
       await new Promise((resolve) => setTimeout(resolve, delay));
-      if (stopped()) return reason;
-      try {
-        connection = await join();
-        set(connection);
-        counter.count++;
-        log(`rejoined the head after ${attempt + 1} attempt(s)`);
-        break;
-      } catch (error) {
-        if (stopped()) return reason;
-        if (error instanceof PermanentRefusalError) return error.message;
-      }
+    }
+    if (stopped()) throw new Error('the peer was closed');
+    try {
+      const connection = await join();
+      if (attempt > 0 || waitFirst) log(`${what === 'rejoin' ? 'rejoined' : 'joined'} the head after ${attempt + 1} attempt(s)`);
+      return connection;
+    } catch (error) {
+      if (stopped() || error instanceof PermanentRefusalError) throw error;
+      if (attempt === 0) log(`${what}: ${error instanceof Error ? error.message : String(error)}; retrying`);
     }
   }
 }
