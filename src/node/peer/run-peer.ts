@@ -162,6 +162,8 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     }
     let made = 0; // head connections made so far: the next hello's `rejoin.connections` (3.5)
     const join = async () => {
+      // Joining again: what the last connection's head held here is nobody's now (after the back-off, so its steps are done).
+      if (made > 0) await shard.forgetSessions?.();
       const connection = await joinHead(options, peerId, chains, listenUrl, made, log);
       made++;
       return connection;
@@ -194,6 +196,11 @@ export class PermanentRefusalError extends Error {
 }
 const PERMANENT_CODES = new Set(['unauthorized', 'version_mismatch']);
 
+/** The head answered the hello with a refusal that may change (a taken or reserved id): final on a first join, retried on a rejoin. */
+class HeadRefusalError extends Error {
+  override readonly name = 'HeadRefusalError';
+}
+
 const joins = new WeakMap<HeadConnection, { count: number }>();
 const connections = (first: HeadConnection) => joins.get(first)?.count ?? 1;
 
@@ -208,7 +215,7 @@ async function joinHead(options: PeerProcessOptions, peerId: string, chains: Pee
     if (message.kind === 'welcome') welcomed(message);
     else if (message.kind === 'error') {
       const text = `the head refused this peer (${message.code}): ${message.message}`;
-      refused(PERMANENT_CODES.has(message.code) ? new PermanentRefusalError(text) : new Error(text));
+      refused(PERMANENT_CODES.has(message.code) ? new PermanentRefusalError(text) : new HeadRefusalError(text));
       log(`head error: ${message.message}`);
     }
   }, chains.endpoint);
@@ -298,6 +305,8 @@ async function retryJoin(policy: ReconnectPolicy, join: () => Promise<HeadConnec
       return connection;
     } catch (error) {
       if (stopped() || error instanceof PermanentRefusalError) throw error;
+      // A first join waits for a head that is not up, not for one that answered no (a duplicate or reserved id).
+      if (what === 'first join' && error instanceof HeadRefusalError) throw error;
       if (attempt === 0) log(`${what}: ${error instanceof Error ? error.message : String(error)}; retrying`);
     }
   }
