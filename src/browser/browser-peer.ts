@@ -225,6 +225,8 @@ export async function runBrowserPeer(options: BrowserPeerOptions): Promise<Runni
         try {
           const socket = await openBrowserSocket(options.headUrl);
           if (stopped) return (socket.socket.close(1000, 'tab left the mesh'), end(reason));
+          // What the last connection's head held here is nobody's now (a restarted head never releases it).
+          await shard.forgetSessions();
           return serve(socket, lost);
         } catch (error) {
           status.lastError = error instanceof Error ? error.message : String(error);

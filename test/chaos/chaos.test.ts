@@ -8,7 +8,7 @@
  * its next step), and at the end no session is tracked and no peer holds KV. Counts are printed.
  */
 import os from 'node:os';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, onTestFailed } from 'vitest';
 import { tempDir } from '../engine/harness.ts';
 import { isSettled, mib } from '../soak/soak.ts';
 import { OFF_PLAN_GRACE_MS, runChaos } from './chaos.ts';
@@ -22,7 +22,11 @@ afterAll(async () => {
 });
 
 it('chaos: golden or typed, settled at the end', { timeout: 120_000 }, async () => {
-  const r = await runChaos({ durationMs: 18_000, clients: 16, everyMs: [2000, 4000], home: home.dir });
+  // The soak's own log (chaos events, quarantines, start figures), printed only when the test fails or times out.
+  const started = Date.now();
+  const lines: string[] = [];
+  onTestFailed(() => console.log(`chaos log (load average ${os.loadavg()[0].toFixed(1)}):\n${lines.join('\n')}`));
+  const r = await runChaos({ durationMs: 18_000, clients: 16, everyMs: [2000, 4000], home: home.dir, log: (line) => lines.push(`${((Date.now() - started) / 1000).toFixed(1)} s ${line}`) });
   console.log(
     `chaos (CI): requests ${r.requests}: ${r.golden} golden, ${r.aborted} aborted, typed ${JSON.stringify(r.typed)}, ${r.headDown} cut/refused by the head restart; events ${JSON.stringify(r.events)}; most ranges one peer held ${r.mostRanges}, a leased range off the recent plans at most ${r.offPlanLongestMs} ms; heap ${mib(r.heapAfterChaos)} → ${mib(r.heapAtEnd)}, rss ${mib(r.rssAfterChaos)} → ${mib(r.rssAtEnd)}; load average ${os.loadavg()[0].toFixed(1)}`,
   );

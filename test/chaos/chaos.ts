@@ -102,11 +102,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (;;) {
       const health = await fetch(`${base}/health`).then((r) => r.json() as Promise<{ ready: boolean; peers: { layers: unknown[] }[] }>).catch(() => undefined);
       if (health?.ready && health.peers.filter((p) => p.layers.length > 0).length >= count) return;
-      if (Date.now() > by) throw new Error(`the mesh did not get ready with ${count} peers within ${timeoutMs} ms`);
+      if (Date.now() > by) {
+        // What kept it: each peer's loaded ranges and quarantine, as the head sees them.
+        const h = await head.holds().catch(() => undefined);
+        const state = h ? h.holds.map((x) => `${x.peerId}[${x.range.start},${x.range.end})${x.quarantine ? ` quarantined: ${x.quarantine}` : ''}`).join('; ') : 'head did not answer';
+        throw new Error(`the mesh did not get ready with ${count} peers within ${timeoutMs} ms (health ${JSON.stringify(health)}; holds ${state})`);
+      }
       await sleep(100);
     }
   };
   await ready(PEERS.length, 90_000);
+  const atStart = await head.measure();
+  log(`start: head heap ${(atStart.heapUsed / 2 ** 20).toFixed(1)} MiB, rss ${(atStart.rss / 2 ** 20).toFixed(1)} MiB`);
   const golden = await completion(base);
   if (JSON.stringify(golden.ids) !== JSON.stringify(STORIES_GOLDEN)) throw new Error(`the mesh's answer before any chaos is not the one-process answer: ${golden.text}`);
 

@@ -68,7 +68,7 @@ describe('batched frame layout', () => {
     expect(hex(bytes)).toBe(
       [
         '4d 53 48 4e', // 'MSHN'
-        '03 04', // version 3.4
+        '03 05', // version 3.5
         '04', // kind batch
         '02', // dtype fp16
         '01 02 03 04', // request id LE

@@ -109,7 +109,7 @@ describe('frame header layout (pinned: a change here is a protocol change)', () 
     expect(hex).toBe(
       [
         '4d 53 48 4e', // 'MSHN'
-        '03 04', // version 3.4
+        '03 05', // version 3.5
         '02', // kind decode
         '02', // dtype fp16
         '01 02 03 04', // request id LE

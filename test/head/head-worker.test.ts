@@ -70,7 +70,8 @@ describe('WorkerHeadRunner', () => {
       let lastB = lastA;
       for (let step = 0; step < 12; step++) {
         // Three sessions' steps in one turn (the batch), this sequence's row first.
-        const [rowB] = await Promise.all([runner.logits(await runner.embed([lastB])), runner.logits(await runner.embed([1])), runner.logits(await runner.embed([2]))]);
+        const hiddens = await Promise.all([lastB, 1, 2].map((id) => runner.embed([id])));
+        const [rowB] = await Promise.all(hiddens.map((h) => runner.logits(h)));
         const rowA = await here.logits(await here.embed([lastA]));
         const want = mine.sample(rowA, { prompt, generated: generatedA });
         const got = theirs.sample(rowB, { prompt, generated: generatedB });

@@ -109,4 +109,20 @@ describe('a killed and restarted head gets its peers back', () => {
     const codes = await Promise.all(peers.map((p) => new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)))));
     expect(codes, 'SIGTERM: exit 0').toEqual([0, 0]);
   });
+
+  it('a peer started while its head is down waits for it and joins (a peer respawned just before a head restart)', { timeout: 180_000 }, async () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    port = await freePort();
+    const peer = startPeer('r3');
+    await until('the peer trying the absent head', 60_000, async () => (/first join: .*retrying/.test(peerLogs.get('r3')!) ? true : undefined));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(peer.exitCode, 'the peer process waits for its head').toBeNull();
+    startHead();
+    await until('the head with the waiting peer', 90_000, async () => {
+      const health = (await (await fetch(`${base()}/health`)).json()) as { ready: boolean; peers: { id: string; layers: number[][] }[] };
+      return health.ready && health.peers.some((p) => p.id === 'r3' && p.layers.length > 0) ? true : undefined;
+    });
+    expect(await golden()).toEqual(STORIES_GOLDEN);
+    expect(peerLogs.get('r3')).toMatch(/joined the head after \d+ attempt/);
+  });
 });

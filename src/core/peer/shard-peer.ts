@@ -151,6 +151,11 @@ export class ShardPeer implements ShardService {
     };
   }
 
+  async forgetSessions(): Promise<void> {
+    this.store?.clear();
+    this.prefixes.clear();
+  }
+
   async dispose(): Promise<void> {
     this.store?.clear();
     this.prefixes.clear();

@@ -17,5 +17,11 @@ export interface ShardService {
   handleControl(message: ControlMessage): Promise<ControlMessage>;
   /** KV entries held (as last known, for a proxy). */
   readonly kvEntries: number;
+  /**
+   * Drop every session's KV and prefix entry, keeping the loaded ranges: a peer that joined a
+   * head again holds nothing the new connection's head knows of (a restarted head never
+   * releases its predecessor's sessions). Its next frames for an old session are cache misses.
+   */
+  forgetSessions?(): Promise<void>;
   dispose(): Promise<void>;
 }

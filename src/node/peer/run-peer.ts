@@ -162,11 +162,15 @@ export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer>
     }
     let made = 0; // head connections made so far: the next hello's `rejoin.connections` (3.5)
     const join = async () => {
+      // Joining again: what the last connection's head held here is nobody's now (after the back-off, so its steps are done).
+      if (made > 0) await shard.forgetSessions?.();
       const connection = await joinHead(options, peerId, chains, listenUrl, made, log);
       made++;
       return connection;
     };
-    current = await join();
+    // With `reconnect`, a head that is not up yet (restarting while this peer starts) is waited
+    // for like a lost one: a peer spawned just before its head restarts must not exit.
+    current = options.reconnect ? await retryJoin(options.reconnect, join, () => stopped, log, 'first join') : await join();
     log(`joined ${options.headUrl} as ${peerId}${listenUrl ? `, direct links on ${listenUrl}` : ''}`);
     const first = current;
     const closed = options.reconnect
@@ -192,6 +196,11 @@ export class PermanentRefusalError extends Error {
 }
 const PERMANENT_CODES = new Set(['unauthorized', 'version_mismatch']);
 
+/** The head answered the hello with a refusal that may change (a taken or reserved id): final on a first join, retried on a rejoin. */
+class HeadRefusalError extends Error {
+  override readonly name = 'HeadRefusalError';
+}
+
 const joins = new WeakMap<HeadConnection, { count: number }>();
 const connections = (first: HeadConnection) => joins.get(first)?.count ?? 1;
 
@@ -206,7 +215,7 @@ async function joinHead(options: PeerProcessOptions, peerId: string, chains: Pee
     if (message.kind === 'welcome') welcomed(message);
     else if (message.kind === 'error') {
       const text = `the head refused this peer (${message.code}): ${message.message}`;
-      refused(PERMANENT_CODES.has(message.code) ? new PermanentRefusalError(text) : new Error(text));
+      refused(PERMANENT_CODES.has(message.code) ? new PermanentRefusalError(text) : new HeadRefusalError(text));
       log(`head error: ${message.message}`);
     }
   }, chains.endpoint);
@@ -267,20 +276,38 @@ async function keepJoined(
     const reason = await connection.closed;
     if (stopped()) return reason;
     log(`the head connection ended (${reason}); reconnecting`);
-    for (let attempt = 0; ; attempt++) {
+    let next: HeadConnection;
+    try {
+      next = await retryJoin(policy, join, stopped, log, 'rejoin', true);
+    } catch (error) {
+      return stopped() ? reason : error instanceof Error ? error.message : String(error);
+    }
+    connection = next;
+    set(connection);
+    counter.count++;
+  }
+}
+
+/**
+ * Join until it works: `join()` now (unless `waitFirst`), then again after each capped,
+ * jittered back-off. Rejects with a PermanentRefusalError, or when `stopped()`.
+ */
+async function retryJoin(policy: ReconnectPolicy, join: () => Promise<HeadConnection>, stopped: () => boolean, log: (line: string) => void, what: string, waitFirst = false): Promise<HeadConnection> {
+  for (let attempt = 0; ; attempt++) {
+    if (waitFirst || attempt > 0) {
       const delay = backoffDelays({ baseMs: policy.baseMs, maxMs: policy.maxMs, attempts: Math.min(attempt, 30) + 1, jitter: 0.5 }).at(-1)!;
       await new Promise((resolve) => setTimeout(resolve, delay));
-      if (stopped()) return reason;
-      try {
-        connection = await join();
-        set(connection);
-        counter.count++;
-        log(`rejoined the head after ${attempt + 1} attempt(s)`);
-        break;
-      } catch (error) {
-        if (stopped()) return reason;
-        if (error instanceof PermanentRefusalError) return error.message;
-      }
+    }
+    if (stopped()) throw new Error('the peer was closed');
+    try {
+      const connection = await join();
+      if (attempt > 0 || waitFirst) log(`${what === 'rejoin' ? 'rejoined' : 'joined'} the head after ${attempt + 1} attempt(s)`);
+      return connection;
+    } catch (error) {
+      if (stopped() || error instanceof PermanentRefusalError) throw error;
+      // A first join waits for a head that is not up, not for one that answered no (a duplicate or reserved id).
+      if (what === 'first join' && error instanceof HeadRefusalError) throw error;
+      if (attempt === 0) log(`${what}: ${error instanceof Error ? error.message : String(error)}; retrying`);
     }
   }
 }

@@ -20,6 +20,7 @@ export interface ShardWorkerData {
 export type ShardWorkerRequest =
   | { readonly id: number; readonly frame: Uint8Array }
   | { readonly id: number; readonly control: ControlMessage }
+  | { readonly id: number; readonly forgetSessions: true }
   | { readonly id: number; readonly dispose: true };
 
 const data = workerData as ShardWorkerData;
@@ -38,6 +39,9 @@ port.on('message', async (request: ShardWorkerRequest) => {
     port.postMessage({ id: request.id, reply, kvEntries: shard.kvEntries }, transfer);
   } else if ('control' in request) {
     port.postMessage({ id: request.id, answer: await shard.handleControl(request.control), kvEntries: shard.kvEntries });
+  } else if ('forgetSessions' in request) {
+    await shard.forgetSessions();
+    port.postMessage({ id: request.id, forgot: true, kvEntries: shard.kvEntries });
   } else {
     await shard.dispose();
     port.postMessage({ id: request.id, disposed: true, kvEntries: 0 });

@@ -62,6 +62,10 @@ export class WorkerShardService implements ShardService {
     return reply.answer ?? { kind: 'error', id: message.id, code: 'internal', message: this.exited?.message ?? 'no answer from the shard worker' };
   }
 
+  async forgetSessions(): Promise<void> {
+    await this.send({ forgetSessions: true });
+  }
+
   async dispose(): Promise<void> {
     if (!this.exited) await this.send({ dispose: true });
     await this.worker.terminate();
