@@ -6,9 +6,8 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { asWeightSpec } from '../core/model/quant/weight-format.ts';
-import { loadHeadRunner } from '../core/runtime/ort-loader.ts';
 import type { OrtHeadRunner } from '../core/runtime/ort-head-runner.ts';
-import { getShardArtifact } from './artifact-cache.ts';
+import { loadLocalHeadRunner } from './local-head-runner.ts';
 import { openLocalModel } from './local-model.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
 import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest } from './head-worker.ts';
@@ -20,9 +19,7 @@ async function load(): Promise<OrtHeadRunner> {
   const model = await openLocalModel(data.modelDir);
   const weights = asWeightSpec(model.checkpoint.config, data.dtype, data.weights);
   const loader = await nodeLoaderOptions({ device: data.device, dtype: data.dtype, threads: data.threads });
-  const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, data.dtype, weights);
-  const head = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, data.dtype, weights);
-  return loadHeadRunner(model.checkpoint.config, embedding.artifact, head.artifact, model.checkpoint.source, loader);
+  return loadLocalHeadRunner(model, data.dtype, weights, loader);
 }
 
 const failure = (error: unknown) => ({ name: error instanceof Error ? error.name : 'Error', message: error instanceof Error ? error.message : String(error) });

@@ -19,7 +19,6 @@ import {
   asWeightSpec,
   generationLimits,
   naturalEndTokens,
-  loadHeadRunner,
   warmUp,
   type ActivationDtype,
   type ChainPort,
@@ -45,8 +44,8 @@ import { WorkerShardService } from '../peer/worker-shard.ts';
 import { WorkerGrammarEngine } from '../grammar-worker.ts';
 import { SamplerWorker } from '../sampler-worker.ts';
 import { WorkerHeadRunner } from '../head-worker.ts';
+import { loadLocalHeadRunner } from '../local-head-runner.ts';
 import { loadXGrammar } from '../xgrammar-node.ts';
-import { getShardArtifact } from '../artifact-cache.ts';
 import { loadDraftModel, type LoadedDraftModel } from './draft-model.ts';
 import type { LocalModel } from '../local-model.ts';
 import { meshModel } from '../mesh-model.ts';
@@ -195,18 +194,13 @@ export function generateJoinToken(): string {
 }
 
 export async function startHead(options: HeadOptions): Promise<RunningHead> {
-  async function loadHeadHere(): Promise<HeadRunner> {
-    const embedding = await getShardArtifact(model.checkpoint, model.key, { kind: 'embedding' }, dtype, weights);
-    const headArtifact = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, dtype, weights);
-    return loadHeadRunner(model.checkpoint.config, embedding.artifact, headArtifact.artifact, model.checkpoint.source, loader);
-  }
   const { model, dtype } = options;
   const weights = asWeightSpec(model.checkpoint.config, dtype, options.weights);
   const log = options.log ?? (() => {});
   const joinToken = options.joinToken === null ? undefined : (options.joinToken ?? generateJoinToken());
   const budget = options.memoryBudgetBytes ?? Math.floor(os.freemem() / 2);
   const loader = await nodeLoaderOptions({ device: options.device, dtype, threads: options.threads });
-  const loadedHead = options.headThread === 'main' ? await loadHeadHere() : await WorkerHeadRunner.start({ modelDir: model.directory, device: options.device, dtype, weights, threads: options.threads });
+  const loadedHead = options.headThread === 'main' ? await loadLocalHeadRunner(model, dtype, weights, loader) : await WorkerHeadRunner.start({ modelDir: model.directory, device: options.device, dtype, weights, threads: options.threads });
   // Concurrent sessions' LM heads run as one batch, like their decode steps on the peers.
   const headRunner = options.batching === false ? loadedHead : new BatchingHeadRunner(loadedHead);
   // One line says where this process runs what. The head's own layers (in a worker thread)
