@@ -164,7 +164,9 @@ async function runHead(variant: Variant, round: number): Promise<Row[]> {
   child.send({ cmd: 'exit' });
   await new Promise((resolve) => child.once('exit', resolve));
   if (profile) {
-    const file = (await readdir(profileDir)).find((f) => f.endsWith('.cpuprofile'));
+    // --cpu-prof writes one profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>): the head
+    // worker's, the sampler worker's and the grammar worker's beside the main thread's (thread 0).
+    const file = (await readdir(profileDir)).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
     for (const row of rows) if (file) row.summary = await summarizeProfile(path.join(profileDir, file), row.result.startUs, row.result.endUs);
   }
   return rows;
