@@ -4,14 +4,14 @@ import { defineConfig } from 'vitest/config';
  * Two groups, run one after the other. Most files run two at a time (both cores of the CI
  * machine: many of them wait on processes, sockets and model loads). The files that assert
  * on time or memory — hang and replacement deadlines, event-loop delay, the soak and the
- * chaos soak, RSS growth, head restarts, a copy of the repository running part of the
- * suite — run alone afterwards, so no other test file shares the machine with them.
+ * chaos soak, RSS growth, head restarts — run alone afterwards, so no other test file shares
+ * the machine with them. (The packed-package and clone-alone checks assert on neither: they run
+ * in the first group.)
  */
 const SERIAL = [
   'test/hostile/**/*.test.ts',
   'test/soak/**/*.test.ts',
   'test/chaos/**/*.test.ts',
-  'test/package/**/*.test.ts',
   'test/memory/**/*.test.ts',
   'test/api/grammar-off-loop.test.ts',
   'test/api/disconnect.test.ts',
