@@ -3,25 +3,28 @@
 // Exits with the first failing step's code.
 import { spawn } from 'node:child_process';
 
-/** Runs a package binary with inherited output; resolves to its exit code. */
-function run(name, command, args) {
-  return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: 'inherit', shell: false });
+/** Starts a package binary with inherited output: the child, and a promise of its exit code. */
+function start(name, args) {
+  const child = spawn(npx, args, { stdio: 'inherit' });
+  const code = new Promise((resolve) => {
     child.on('error', (error) => {
       process.stderr.write(`${name}: ${error.message}\n`);
       resolve(1);
     });
-    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+    child.on('exit', (exit, signal) => resolve(exit ?? (signal ? 1 : 0)));
   });
+  return { child, code };
 }
 
 const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
-const [typecheck, vitest] = await Promise.all([
-  run('typecheck', npx, ['tsc', '--noEmit', '-p', 'tsconfig.json']).then((code) => {
-    process.stdout.write(code === 0 ? 'typecheck: passed\n' : `typecheck: failed (exit ${code})\n`);
-    return code;
-  }),
-  run('vitest', npx, ['vitest', 'run']),
-]);
-if (typecheck !== 0 || vitest !== 0) process.exit(typecheck || vitest);
-process.exit(await run('playwright', npx, ['playwright', 'test']));
+const vitest = start('vitest', ['vitest', 'run']);
+const typecheck = await start('typecheck', ['tsc', '--noEmit', '-p', 'tsconfig.json']).code;
+process.stdout.write(typecheck === 0 ? 'typecheck: passed\n' : `typecheck: failed (exit ${typecheck})\n`);
+if (typecheck !== 0) {
+  // As `tsc && vitest` did: a type error fails the run now, not after the whole suite.
+  vitest.child.kill('SIGTERM');
+  process.exit(typecheck);
+}
+const tests = await vitest.code;
+if (tests !== 0) process.exit(tests);
+process.exit(await start('playwright', ['playwright', 'test']).code);
