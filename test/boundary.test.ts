@@ -170,7 +170,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/core/model': ['src/shared', 'src/core/sampling'],
   'src/core/sampling': [],
   'src/core/frames': ['src/shared', 'src/core/model'],
-  'src/core/runtime': ['src/shared', 'src/core/model'],
+  'src/core/runtime': ['src/shared', 'src/core/model', 'src/core/sampling'],
   'src/core/peer': ['src/shared', 'src/core/model', 'src/core/frames', 'src/core/runtime'],
   'src/core/speculation': ['src/shared', 'src/core/model', 'src/core/sampling', 'src/core/frames', 'src/core/runtime'],
   'src/core/mesh': ['src/shared', 'src/core/model', 'src/core/frames', 'src/core/runtime', 'src/core/peer'],

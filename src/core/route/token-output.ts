@@ -11,7 +11,7 @@
 import type { NaturalEnd } from '../model/generation-limits.ts';
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
-import { localSampler, maskAllows, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplerFactory, type SamplingParams, type SequenceSampler, type TokenConstraint, type TokenMask } from '../sampling/index.ts';
+import { localSampler, maskAllows, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplerFactory, type SamplingParams, type SequenceSampler, type SampledToken, type TokenConstraint, type TokenHistory, type TokenMask, type VerifiedSample } from '../sampling/index.ts';
 import type { SessionEvent } from './route-types.ts';
 
 export type TokenEvent = Extract<SessionEvent, { type: 'token' }>;
@@ -80,12 +80,26 @@ export class TokenOutput {
    * text still held back), and whether the draft was kept.
    */
   async next(logits: Float32Array, draft?: DraftToken): Promise<PositionOutput> {
+    if (draft) return this.position(draft, (sampler, history, mask) => sampler.verify(logits, history, draft, mask));
+    return this.position(undefined, async (sampler, history, mask) => ({ ...(await sampler.sample(logits, history, mask)), accepted: false }));
+  }
+
+  /**
+   * Like `next` without a draft, where the logits are not here: `pick` is handed this answer's
+   * sampler, the history and the position's mask, and returns the token it sampled (e.g. beside
+   * the head that computed the logits, see `HeadRunner.runBlocks`).
+   */
+  async nextPicked(pick: (sampler: SequenceSampler, history: TokenHistory, mask: TokenMask | undefined) => Promise<SampledToken>): Promise<PositionOutput> {
+    return this.position(undefined, async (sampler, history, mask) => ({ ...(await pick(sampler, history, mask)), accepted: false }));
+  }
+
+  private async position(draft: DraftToken | undefined, choose: (sampler: SequenceSampler, history: TokenHistory, mask: TokenMask | undefined) => Promise<VerifiedSample> | VerifiedSample): Promise<PositionOutput> {
     const history = { prompt: this.promptIds, generated: this.generated };
     const fitted = draft && this.fittedMasks[0]?.tokenId === draft.tokenId ? this.fittedMasks.shift() : undefined;
     const early = this.nextMaskEarly;
     this.nextMaskEarly = undefined;
     const mask = fitted ? fitted.mask : (early ?? (await this.constraint?.nextMask()));
-    const sampled = draft ? await this.sampler.verify(logits, history, draft, mask) : { ...(await this.sampler.sample(logits, history, mask)), accepted: false };
+    const sampled = await choose(this.sampler, history, mask);
     if (!sampled.accepted) this.fittedMasks.length = 0; // the drafts after a replaced one are void
     this.constraint?.accept(sampled.tokenId);
     this.generated.push(sampled.tokenId);

@@ -11,14 +11,13 @@
  * its own row.
  */
 import { nextTurn } from './next-turn.ts';
-import type { HeadRunner } from './ort-head-runner.ts';
+import { startBlocksLocally, type HeadBlock, type HeadBlockResult, type HeadRunner } from './ort-head-runner.ts';
 import type { Activations } from './shard-executor.ts';
 
+/** A caller's block (its positions: a speculative step's every verified one; undefined: the last; or a pick). */
 interface Waiting {
-  readonly hidden: Activations;
-  /** The positions asked for (a speculative step's every verified one); undefined: the last. */
-  readonly rows?: readonly number[];
-  resolve(logits: Float32Array): void;
+  readonly block: HeadBlock;
+  resolve(result: HeadBlockResult): void;
   reject(error: unknown): void;
 }
 
@@ -45,9 +44,18 @@ export class BatchingHeadRunner implements HeadRunner {
     return this.inner.embed(ids);
   }
 
-  logits(hidden: Activations, rows?: readonly number[]): Promise<Float32Array> {
+  async logits(hidden: Activations, rows?: readonly number[]): Promise<Float32Array> {
+    return (await this.enqueue({ hidden, rows })) as Float32Array;
+  }
+
+  /** Each block joins the run of the turn like a `logits` call; picks run where the inner runner samples. */
+  runBlocks(blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
+    return Promise.all(blocks.map((block) => this.enqueue(block)));
+  }
+
+  private enqueue(block: HeadBlock): Promise<HeadBlockResult> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ hidden, rows, resolve, reject });
+      this.queue.push({ block, resolve, reject });
       if (!this.busy) {
         this.busy = true;
         nextTurn(() => void this.drain());
@@ -66,13 +74,12 @@ export class BatchingHeadRunner implements HeadRunner {
         const taken = this.queue.splice(0, this.maxRows);
         this.counts.runs++;
         try {
-          if (taken.length === 1 || !this.inner.logitsBatch) {
-            for (const w of taken) w.resolve(await this.inner.logits(w.hidden, w.rows));
-          } else {
-            this.counts.batchedRows += taken.length;
-            const rows = await this.inner.logitsBatch(taken.map((w) => w.hidden), taken.map((w) => w.rows));
-            taken.forEach((w, i) => w.resolve(rows[i]));
-          }
+          if (taken.length > 1) this.counts.batchedRows += taken.length;
+          const blocks = taken.map((w) => w.block);
+          // Without a runner that samples beside its logits, the picks are sampled here; the next
+          // run does not wait for them.
+          const results = this.inner.runBlocks ? (await this.inner.runBlocks(blocks)).map((r) => Promise.resolve(r)) : await startBlocksLocally(this.inner, blocks);
+          taken.forEach((w, i) => void results[i].then(w.resolve, w.reject));
         } catch (error) {
           for (const w of taken) w.reject(error);
         }
