@@ -1,7 +1,8 @@
 /**
  * Inside the head worker (head-worker.ts): the head's embedding and LM-head sessions
  * (OrtHeadRunner, the same code as on the main thread), loaded from the model folder and the
- * artifact cache. Requests are answered in the order they came; a result's buffer is
+ * artifact cache, and the sequences' samplers that pick a decode step's row beside the LM head
+ * (sampler-host.ts). Requests are answered in the order they came; a result's buffer is
  * transferred, not copied.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -9,10 +10,13 @@ import { asWeightSpec } from '../core/model/quant/weight-format.ts';
 import type { OrtHeadRunner } from '../core/runtime/ort-head-runner.ts';
 import { loadLocalHeadRunner } from './local-head-runner.ts';
 import { openLocalModel } from './local-model.ts';
+import { SamplerHost } from './sampler-host.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
 import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest } from './head-worker.ts';
 
 const port = parentPort!;
+/** The sequences' samplers that pick rows beside the LM head (head-worker-sampler.ts). */
+const samplers = new SamplerHost();
 const data = workerData as HeadWorkerData;
 
 async function load(): Promise<OrtHeadRunner> {
@@ -25,7 +29,7 @@ async function load(): Promise<OrtHeadRunner> {
 const failure = (error: unknown) => ({ name: error instanceof Error ? error.name : 'Error', message: error instanceof Error ? error.message : String(error) });
 
 /** One request's answer, and the buffers to transfer with it. */
-async function answer(runner: OrtHeadRunner, request: HeadWorkerRequest): Promise<[HeadWorkerReply, ArrayBuffer[]]> {
+async function answer(runner: OrtHeadRunner, request: Exclude<HeadWorkerRequest, { op: 'release' }>): Promise<[HeadWorkerReply, ArrayBuffer[]]> {
   const { id } = request;
   try {
     if (request.op === 'embed') {
@@ -36,11 +40,29 @@ async function answer(runner: OrtHeadRunner, request: HeadWorkerRequest): Promis
       await runner.dispose();
       return [{ id }, []];
     }
-    const { hiddens, rows } = request;
+    if (request.op === 'sample') {
+      const sampled = request.calls.map((call, i) => samplers.run(call, request.logits[i]));
+      return [{ id, sampled }, []];
+    }
+    const { hiddens, rows, picks } = request;
     const blocks = hiddens.length === 1 ? [await runner.logits(hiddens[0], rows[0])] : await runner.logitsBatch(hiddens, rows);
-    // logitsBatch's blocks are views of one output; a single block is the whole output.
-    const logits = blocks.length === 1 ? blocks[0] : new Float32Array(blocks[0].buffer, blocks[0].byteOffset, blocks.reduce((n, b) => n + b.length, 0));
-    return [{ id, logits, counts: blocks.map((b) => b.length) }, [logits.buffer as ArrayBuffer]];
+    if (!picks) {
+      // logitsBatch's blocks are views of one output; a single block is the whole output.
+      const logits = blocks.length === 1 ? blocks[0] : new Float32Array(blocks[0].buffer, blocks[0].byteOffset, blocks.reduce((n, b) => n + b.length, 0));
+      return [{ id, logits, counts: blocks.map((b) => b.length) }, [logits.buffer as ArrayBuffer]];
+    }
+    // Picked rows are sampled here and only their tokens go back; the other blocks' rows go back
+    // in one new buffer (a speculative step's, beside decode steps).
+    const picked = blocks.map((block, b) => (picks[b] ? samplers.run(picks[b], block) : undefined));
+    const counts = blocks.map((block, b) => (picks[b] ? 0 : block.length));
+    const total = counts.reduce((n, c) => n + c, 0);
+    if (total === 0) return [{ id, picked, counts }, []];
+    const logits = new Float32Array(total);
+    let at = 0;
+    blocks.forEach((block, b) => {
+      if (!picks[b]) logits.set(block, (at += block.length) - block.length);
+    });
+    return [{ id, logits, counts, picked }, [logits.buffer as ArrayBuffer]];
   } catch (error) {
     return [{ id, error: failure(error) }, []];
   }
@@ -51,6 +73,11 @@ load().then(
     // One at a time, in order: onnxruntime runs a session's calls one after another anyway.
     let chain = Promise.resolve();
     port.on('message', (request: HeadWorkerRequest) => {
+      if (request.op === 'release') {
+        // After the calls already queued: the chain runs in order.
+        chain = chain.then(() => samplers.dispose(request.handles));
+        return;
+      }
       chain = chain.then(async () => {
         const [reply, transfer] = await answer(runner, request);
         port.postMessage(reply, transfer);

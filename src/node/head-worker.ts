@@ -12,9 +12,12 @@
 import { Worker } from 'node:worker_threads';
 import type { ActivationDtype } from '../core/model/activations.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
-import type { HeadRunner } from '../core/runtime/ort-head-runner.ts';
+import { validateSamplingParams, type SamplerFactory, type VerifiedSample } from '../core/sampling/index.ts';
+import type { HeadBlock, HeadBlockResult, HeadRunner } from '../core/runtime/ort-head-runner.ts';
 import type { Activations } from '../core/runtime/shard-executor.ts';
+import { HeadWorkerSampler, type SamplerChannel } from './head-worker-sampler.ts';
 import { FROM_SOURCES } from './package-files.ts';
+import { rebuiltSampleError, type SampleResult, type SamplerCall } from './sampler-host.ts';
 
 const WORKER_ENTRY = new URL(FROM_SOURCES ? './head-worker.mjs' : './head-worker-main.js', import.meta.url);
 
@@ -28,7 +31,12 @@ export interface HeadWorkerData {
 
 export type HeadWorkerRequest =
   | { readonly id: number; readonly op: 'embed'; readonly ids: readonly number[] }
-  | { readonly id: number; readonly op: 'logits'; readonly hiddens: readonly Activations[]; readonly rows: readonly (readonly number[] | undefined)[] }
+  /** `picks[b]`: block b's one row is sampled by that call in the worker, and only its token returns. */
+  | { readonly id: number; readonly op: 'logits'; readonly hiddens: readonly Activations[]; readonly rows: readonly (readonly number[] | undefined)[]; readonly picks?: readonly (SamplerCall | undefined)[] }
+  /** Rows the main thread holds (a speculative step's), sampled by their sequences' samplers here. */
+  | { readonly id: number; readonly op: 'sample'; readonly calls: readonly SamplerCall[]; readonly logits: readonly Float32Array[] }
+  /** Sequences that ended (no answer). */
+  | { readonly op: 'release'; readonly handles: readonly number[] }
   | { readonly id: number; readonly op: 'dispose' };
 
 interface Failure {
@@ -41,9 +49,13 @@ export interface HeadWorkerReply {
   readonly ready?: { readonly device: string };
   readonly loadError?: Failure;
   readonly embedded?: Activations;
-  /** Every block's rows, one after another; `counts[b]` values belong to block b. */
+  /** Every unpicked block's rows, one after another; `counts[b]` values belong to block b (0 for a picked one). */
   readonly logits?: Float32Array;
   readonly counts?: readonly number[];
+  /** For a `logits` request with picks: block b's sampled token (or failure) where it had a pick. */
+  readonly picked?: readonly (SampleResult | undefined)[];
+  /** A `sample` request's answers, in order. */
+  readonly sampled?: readonly SampleResult[];
   readonly error?: Failure;
 }
 
@@ -53,7 +65,8 @@ function rebuilt(error: Failure): Error {
   return new Error(`the head worker failed: ${error.message}`);
 }
 
-export class WorkerHeadRunner implements HeadRunner {
+export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
+  private nextHandle = 1;
   private readonly pending = new Map<number, { resolve(reply: HeadWorkerReply): void; reject(error: Error): void }>();
   private nextId = 1;
   private exited: Error | undefined;
@@ -101,17 +114,57 @@ export class WorkerHeadRunner implements HeadRunner {
     return reply.embedded!;
   }
 
+  /** Samplers whose state lives in this worker: a pick by one of them is sampled beside the LM head. */
+  readonly samplers: SamplerFactory = (params, vocabSize) => {
+    const valid = validateSamplingParams(params); // refused here, at once, as a local Sampler would
+    if (!Number.isSafeInteger(vocabSize) || vocabSize < 1) throw new RangeError(`vocabSize must be a positive integer, got ${vocabSize}`);
+    return new HeadWorkerSampler(this, this.nextHandle++, valid, vocabSize);
+  };
+
   async logits(hidden: Activations, rows?: readonly number[]): Promise<Float32Array> {
     return (await this.logitsBatch([hidden], [rows]))[0];
   }
 
   async logitsBatch(hiddens: readonly Activations[], rows: readonly (readonly number[] | undefined)[] = []): Promise<Float32Array[]> {
+    return (await this.runBlocks(hiddens.map((hidden, b) => ({ hidden, rows: rows[b] })))) as Float32Array[];
+  }
+
+  async runBlocks(blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
+    // A pick by one of this worker's samplers is sampled there; any other pick (a sampler made
+    // elsewhere) gets its row back and is sampled here, as `sample` would.
+    for (const b of blocks) {
+      if (b.pick && b.rows && b.rows.length !== 1) throw new RangeError(`a picked block samples one row, got ${b.rows.length}`);
+    }
+    const picks = blocks.map((b) => (b.pick?.sampler instanceof HeadWorkerSampler && b.pick.sampler.channel === this ? b.pick.sampler.call(b.pick.history, b.pick.mask) : undefined));
     // The hidden states are copied (structured clone): the caller's buffers stay its own.
-    const plain = hiddens.map((h) => ({ dtype: h.dtype, data: h.data, tokens: h.tokens, hiddenSize: h.hiddenSize }));
-    const reply = await this.call({ id: this.nextId++, op: 'logits', hiddens: plain, rows: hiddens.map((_, b) => rows[b]) });
-    const out = reply.logits!;
+    const hiddens = blocks.map(({ hidden: h }) => ({ dtype: h.dtype, data: h.data, tokens: h.tokens, hiddenSize: h.hiddenSize }));
+    const reply = await this.call({ id: this.nextId++, op: 'logits', hiddens, rows: blocks.map((b) => b.rows), picks: picks.some(Boolean) ? picks : undefined });
+    const out = reply.logits;
     let from = 0;
-    return reply.counts!.map((n) => out.subarray(from, (from += n)));
+    return Promise.all(
+      blocks.map(async (b, i): Promise<HeadBlockResult> => {
+        const picked = reply.picked?.[i];
+        if (picked) return 'error' in picked ? rebuiltSampleError(picked.error, 'the head worker') : picked;
+        const row = out!.subarray(from, (from += reply.counts![i]));
+        if (!b.pick) return row;
+        try {
+          return await b.pick.sampler.sample(row, b.pick.history, b.pick.mask);
+        } catch (error) {
+          return error instanceof Error ? error : new Error(String(error));
+        }
+      }),
+    );
+  }
+
+  async sample(call: SamplerCall, logits: Float32Array): Promise<VerifiedSample> {
+    const reply = await this.call({ id: this.nextId++, op: 'sample', calls: [call], logits: [logits] }, [logits.buffer as ArrayBuffer]);
+    const result = reply.sampled![0];
+    if ('error' in result) throw rebuiltSampleError(result.error, 'the head worker');
+    return result;
+  }
+
+  release(handle: number): void {
+    if (!this.exited) this.worker.postMessage({ op: 'release', handles: [handle] } satisfies HeadWorkerRequest);
   }
 
   async dispose(): Promise<void> {
@@ -119,11 +172,11 @@ export class WorkerHeadRunner implements HeadRunner {
     await this.worker.terminate();
   }
 
-  private call(request: HeadWorkerRequest): Promise<HeadWorkerReply> {
+  private call(request: Exclude<HeadWorkerRequest, { op: 'release' }>, transfer: ArrayBuffer[] = []): Promise<HeadWorkerReply> {
     if (this.exited) return Promise.reject(this.exited);
     return new Promise((resolve, reject) => {
       this.pending.set(request.id, { resolve, reject });
-      this.worker.postMessage(request);
+      this.worker.postMessage(request, transfer);
     });
   }
 }

@@ -14,23 +14,17 @@
  * or a mask is one argmax pass with no state and stays on the calling thread (no copy).
  */
 import { Worker } from 'node:worker_threads';
-import { ConstraintDeadEndError, isPlainGreedy, Sampler, validateSamplingParams, type SamplerFactory, type SampledToken, type SamplingParams, type SequenceSampler, type TokenHistory, type TokenMask, type VerifiedSample } from '../core/sampling/index.ts';
+import { isPlainGreedy, Sampler, validateSamplingParams, type SamplerFactory, type SampledToken, type SamplingParams, type SequenceSampler, type TokenHistory, type TokenMask, type VerifiedSample } from '../core/sampling/index.ts';
 import type { DraftToken } from '../core/sampling/speculative.ts';
 import { nextTurn } from '../core/runtime/next-turn.ts';
 import { FROM_SOURCES } from './package-files.ts';
+import { NO_HISTORY, rebuiltSampleError, type SampleResult, type SamplerCall } from './sampler-host.ts';
 
 const WORKER_ENTRY = new URL(FROM_SOURCES ? './sampler-worker.mjs' : './sampler-worker-main.js', import.meta.url);
 
-/** One sampling call, as the worker gets it. */
-export interface SampleJob {
-  readonly handle: number;
-  /** With the sequence's first job: how to build its Sampler. */
-  readonly open?: { readonly params: SamplingParams; readonly vocabSize: number };
+/** One sampling call, as the worker gets it: a sampler call and a copy of its row. */
+export interface SampleJob extends SamplerCall {
   readonly logits: Float32Array;
-  /** Only when a penalty is on (the Sampler reads no history otherwise). */
-  readonly history?: TokenHistory;
-  readonly draft?: DraftToken;
-  readonly mask?: TokenMask;
 }
 
 export interface SamplerWorkerRequest {
@@ -38,8 +32,6 @@ export interface SamplerWorkerRequest {
   /** Sequences that ended. */
   readonly dispose: readonly number[];
 }
-
-export type SampleResult = VerifiedSample | { readonly error: { readonly name: string; readonly message: string } };
 
 export interface SamplerWorkerReply {
   readonly results: readonly SampleResult[];
@@ -49,15 +41,6 @@ export interface SamplerWorkerReply {
 
 /** Spare row buffers kept for reuse, per vocabulary size (enough for a step of 64 sessions). */
 const MAX_SPARE_BUFFERS = 64;
-
-const NO_HISTORY: TokenHistory = { prompt: [], generated: [] };
-
-/** The worker-side error as the type the sampler's callers know. */
-function rebuilt(error: { name: string; message: string }): Error {
-  if (error.name === 'ConstraintDeadEndError') return new ConstraintDeadEndError();
-  if (error.name === 'RangeError') return new RangeError(error.message);
-  return new Error(`the sampler worker failed: ${error.message}`);
-}
 
 interface Pending {
   readonly job: SampleJob;
@@ -159,7 +142,7 @@ export class SamplerWorker {
       if (!batch) return;
       batch.forEach((p, i) => {
         const result = reply.results[i];
-        if ('error' in result) p.reject(rebuilt(result.error));
+        if ('error' in result) p.reject(rebuiltSampleError(result.error, 'the sampler worker'));
         else p.resolve(result);
       });
     });

@@ -3,13 +3,16 @@
  * onnxruntime sessions in a real worker) give what the same sessions give on this thread:
  * the same embeddings and logits, bit for bit (single rows, a speculative step's several
  * rows, batched blocks), so the same tokens and logprobs; their errors arrive as the same types.
+ * Rows picked beside the LM head (its samplers, `runBlocks`) give the tokens and logprobs a
+ * Sampler on this thread gives over this thread's logits, for every kind of sampling.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asWeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
-import { Sampler, validateSamplingParams } from '../../src/core/sampling/index.ts';
+import { pickToken } from '../../src/core/runtime/ort-head-runner.ts';
+import { ConstraintDeadEndError, localSampler, Sampler, validateSamplingParams, type SamplingParams, type TokenMask } from '../../src/core/sampling/index.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import { WorkerHeadRunner } from '../../src/node/head-worker.ts';
 import { openLocalModel } from '../../src/node/local-model.ts';
@@ -89,5 +92,62 @@ describe('WorkerHeadRunner', () => {
     await expect(there.logits(hidden, [2])).rejects.toThrow(RangeError);
     await expect(there.logits({ ...hidden, tokens: 3 })).rejects.toThrow(/activation data holds/);
     expect((await there.logits(hidden)).length).toBe(QWEN_CHAT_VOCAB);
+  });
+
+  it('samples picked rows beside the LM head as a Sampler here does (greedy, seeded with logprobs, masked, penalized), beside unpicked and foreign blocks', async () => {
+    const batched = new BatchingHeadRunner(there);
+    const kinds: Partial<SamplingParams>[] = [
+      { temperature: 0 },
+      { temperature: 0.8, seed: 11, logprobs: true, topLogprobs: 5 },
+      { temperature: 0.7, topK: 40, seed: 3, repetitionPenalty: 1.3, presencePenalty: 0.4 },
+      { temperature: 0, logprobs: true, topLogprobs: 2 },
+    ];
+    const params = kinds.map((k) => validateSamplingParams(k));
+    const reference = params.map((p) => new Sampler(p, QWEN_CHAT_VOCAB));
+    const remote = params.map((p) => there.samplers(p, QWEN_CHAT_VOCAB));
+    const foreign = localSampler(params[1], QWEN_CHAT_VOCAB);
+    const foreignRef = new Sampler(params[1], QWEN_CHAT_VOCAB);
+    const prompt = [3, 17, 4000];
+    const generated: number[][] = params.map(() => []);
+    const last = params.map((_, i) => 100 + i);
+    // Every other step, sequence 2 is masked to the even token ids below 5,000.
+    const evens = new Int32Array(Math.ceil(QWEN_CHAT_VOCAB / 32));
+    for (let id = 0; id < 5000; id += 2) evens[id >>> 5] |= 1 << (id & 31);
+    let picksMatched = 0;
+    for (let step = 0; step < 6; step++) {
+      const hiddens = await Promise.all(last.map((id) => here.embed([id])));
+      const mask = (i: number): TokenMask | undefined => (i === 2 && step % 2 === 0 ? evens : undefined);
+      const extra = await here.embed([7, 8]);
+      // One turn: four picks (the batcher folds them into one worker run), an unpicked block and a foreign pick.
+      const [got, rows, foreignGot] = await Promise.all([
+        Promise.all(hiddens.map((h, i) => pickToken(batched, h, 0, { sampler: remote[i], history: { prompt, generated: generated[i] }, mask: mask(i) }))),
+        batched.logits(extra, [0, 1]),
+        pickToken(batched, extra, 1, { sampler: foreign, history: { prompt, generated: [] } }),
+      ]);
+      expect(bits(rows)).toBe(bits(await here.logits(extra, [0, 1])));
+      expect(foreignGot).toEqual(foreignRef.sample(await here.logits(extra, [1]), { prompt, generated: [] }));
+      for (let i = 0; i < params.length; i++) {
+        const want = reference[i].sample(await here.logits(hiddens[i]), { prompt, generated: generated[i] }, mask(i));
+        expect({ ...got[i], step, i }).toEqual({ ...want, step, i });
+        if (mask(i)) expect(want.tokenId % 2 === 0 && want.tokenId < 5000).toBe(true);
+        generated[i].push((last[i] = want.tokenId));
+        picksMatched++;
+      }
+      // A row already here (a speculative step's) goes to the same worker Sampler: its RNG stays in step.
+      const row = await here.logits(hiddens[1]);
+      expect(await remote[1].sample(row, { prompt, generated: generated[1] })).toEqual(reference[1].sample(row, { prompt, generated: generated[1] }));
+    }
+    expect(picksMatched).toBe(24);
+    expect(batched.stats.batchedRows).toBeGreaterThan(0);
+    // A pick with a mask that allows nothing fails alone, as the type a local Sampler throws; its neighbours are answered.
+    const h = await here.embed([5]);
+    const dead = pickToken(batched, h, 0, { sampler: remote[3], history: { prompt, generated: [] }, mask: new Int32Array(evens.length) });
+    const alive = pickToken(batched, h, 0, { sampler: remote[0], history: { prompt, generated: [] } });
+    await expect(dead).rejects.toBeInstanceOf(ConstraintDeadEndError);
+    expect((await alive).tokenId).toBe(reference[0].sample(await here.logits(h), { prompt, generated: [] }).tokenId);
+    // A disposed sampler's state is gone from the worker, and it refuses further picks.
+    remote[1].dispose();
+    await expect(pickToken(batched, h, 0, { sampler: remote[1], history: { prompt, generated: [] } })).rejects.toThrow(/disposed/);
+    for (const r of remote) r.dispose();
   });
 });

@@ -103,8 +103,10 @@ export interface HeadOptions {
   /** Fold concurrent decode steps into batched frames (default true; `--no-batch` turns it off). */
   readonly batching?: boolean;
   /**
-   * Where tokens are sampled: `worker` (default; sampler-worker.ts) or `main`, the event loop
-   * itself (what the head did before; `npm run bench:event-loop` measures one against the other).
+   * Where tokens are sampled: `worker` (default: in the head worker beside the LM head,
+   * head-worker-sampler.ts; with `headThread: 'main'`, in the sampler worker, sampler-worker.ts)
+   * or `main`, the event loop itself (what the head did before; `npm run bench:event-loop`
+   * measures one against the other).
    */
   readonly samplingThread?: 'worker' | 'main';
   /**
@@ -236,8 +238,10 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const limits = generationLimits(config, options.tokenizer, naturalEnd);
   const s = options.sessions ?? {};
   const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
-  // Sampling off the event loop (sampler-worker.ts); greedy without extras stays here.
-  const samplerWorker = options.samplingThread === 'main' ? undefined : new SamplerWorker();
+  // Sampling off the event loop: beside the LM head in the head worker (head-worker-sampler.ts),
+  // so a decode step's logits never reach this thread; with the head here, in the sampler worker.
+  const samplerWorker = options.samplingThread === 'main' || loadedHead instanceof WorkerHeadRunner ? undefined : new SamplerWorker();
+  const samplers = options.samplingThread === 'main' ? undefined : loadedHead instanceof WorkerHeadRunner ? loadedHead.samplers : samplerWorker!.factory;
   const sessions = new RouteSessions({
     session: {
       head: headRunner,
@@ -248,7 +252,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
       drafters,
       prefixes: (options.prefixCacheBytes ?? 0) > 0 ? prefixRegistryFor(mesh) : undefined,
       verifier,
-      samplers: samplerWorker?.factory,
+      samplers,
     },
     limits,
     maxSessions: s.maxSessions ?? 8,
