@@ -10,7 +10,8 @@ import { asWeightSpec } from '../core/model/quant/weight-format.ts';
 import type { OrtHeadRunner } from '../core/runtime/ort-head-runner.ts';
 import { loadLocalHeadRunner } from './local-head-runner.ts';
 import { openLocalModel } from './local-model.ts';
-import { SamplerHost } from './sampler-host.ts';
+import type { VerifiedSample } from '../core/sampling/index.ts';
+import { SamplerHost, type SampleFailure } from './sampler-host.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
 import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest } from './head-worker.ts';
 
@@ -53,7 +54,8 @@ async function answer(runner: OrtHeadRunner, request: Exclude<HeadWorkerRequest,
     }
     // Picked rows are sampled here and only their tokens go back; the other blocks' rows go back
     // in one new buffer (a speculative step's, beside decode steps).
-    const picked = blocks.map((block, b) => (picks[b] ? samplers.run(picks[b], block) : undefined));
+    const picked: (VerifiedSample[] | SampleFailure | undefined)[] = [];
+    for (let b = 0; b < blocks.length; b++) picked.push(picks[b] ? await samplers.runChain(picks[b]!, blocks[b]) : undefined);
     const counts = blocks.map((block, b) => (picks[b] ? 0 : block.length));
     const total = counts.reduce((n, c) => n + c, 0);
     if (total === 0) return [{ id, picked, counts }, []];

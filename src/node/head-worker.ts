@@ -13,11 +13,12 @@ import { Worker } from 'node:worker_threads';
 import type { ActivationDtype } from '../core/model/activations.ts';
 import type { WeightSpec } from '../core/model/quant/weight-format.ts';
 import { validateSamplingParams, type SamplerFactory, type VerifiedSample } from '../core/sampling/index.ts';
-import type { HeadBlock, HeadBlockResult, HeadRunner } from '../core/runtime/ort-head-runner.ts';
+import { checkPickedBlock, pickHere, type HeadBlock, type HeadBlockResult } from '../core/runtime/head-pick.ts';
+import type { HeadRunner } from '../core/runtime/ort-head-runner.ts';
 import type { Activations } from '../core/runtime/shard-executor.ts';
 import { HeadWorkerSampler, type SamplerChannel } from './head-worker-sampler.ts';
 import { FROM_SOURCES } from './package-files.ts';
-import { rebuiltSampleError, type SampleResult, type SamplerCall } from './sampler-host.ts';
+import { rebuiltSampleError, type SampleFailure, type SampleResult, type SamplerCall } from './sampler-host.ts';
 
 const WORKER_ENTRY = new URL(FROM_SOURCES ? './head-worker.mjs' : './head-worker-main.js', import.meta.url);
 
@@ -52,8 +53,8 @@ export interface HeadWorkerReply {
   /** Every unpicked block's rows, one after another; `counts[b]` values belong to block b (0 for a picked one). */
   readonly logits?: Float32Array;
   readonly counts?: readonly number[];
-  /** For a `logits` request with picks: block b's sampled token (or failure) where it had a pick. */
-  readonly picked?: readonly (SampleResult | undefined)[];
+  /** For a `logits` request with picks: block b's sampled tokens (or failure) where it had a pick. */
+  readonly picked?: readonly (readonly VerifiedSample[] | SampleFailure | undefined)[];
   /** A `sample` request's answers, in order. */
   readonly sampled?: readonly SampleResult[];
   readonly error?: Failure;
@@ -132,10 +133,8 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
   async runBlocks(blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
     // A pick by one of this worker's samplers is sampled there; any other pick (a sampler made
     // elsewhere) gets its row back and is sampled here, as `sample` would.
-    for (const b of blocks) {
-      if (b.pick && b.rows && b.rows.length !== 1) throw new RangeError(`a picked block samples one row, got ${b.rows.length}`);
-    }
-    const picks = blocks.map((b) => (b.pick?.sampler instanceof HeadWorkerSampler && b.pick.sampler.channel === this ? b.pick.sampler.call(b.pick.history, b.pick.mask) : undefined));
+    blocks.forEach(checkPickedBlock);
+    const picks = blocks.map((b) => (b.pick?.sampler instanceof HeadWorkerSampler && b.pick.sampler.channel === this ? { ...b.pick.sampler.call(b.pick.history, b.pick.mask), drafts: b.pick.drafts } : undefined));
     // The hidden states are copied (structured clone): the caller's buffers stay its own.
     const hiddens = blocks.map(({ hidden: h }) => ({ dtype: h.dtype, data: h.data, tokens: h.tokens, hiddenSize: h.hiddenSize }));
     const reply = await this.call({ id: this.nextId++, op: 'logits', hiddens, rows: blocks.map((b) => b.rows), picks: picks.some(Boolean) ? picks : undefined });
@@ -145,13 +144,8 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
       blocks.map(async (b, i): Promise<HeadBlockResult> => {
         const picked = reply.picked?.[i];
         if (picked) return 'error' in picked ? rebuiltSampleError(picked.error, 'the head worker') : picked;
-        const row = out!.subarray(from, (from += reply.counts![i]));
-        if (!b.pick) return row;
-        try {
-          return await b.pick.sampler.sample(row, b.pick.history, b.pick.mask);
-        } catch (error) {
-          return error instanceof Error ? error : new Error(String(error));
-        }
+        const rows = out!.subarray(from, (from += reply.counts![i]));
+        return b.pick ? pickHere(b.pick, rows) : rows;
       }),
     );
   }

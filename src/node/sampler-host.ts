@@ -5,6 +5,7 @@
  * Sampler is the same code as on the main thread, so the same seed gives the same tokens.
  */
 import { ConstraintDeadEndError } from '../core/sampling/constraint.ts';
+import { sampleChain } from '../core/runtime/head-pick.ts';
 import { Sampler } from '../core/sampling/sampler.ts';
 import type { SamplingParams, TokenHistory, TokenMask, VerifiedSample } from '../core/sampling/index.ts';
 import type { DraftToken } from '../core/sampling/speculative.ts';
@@ -18,6 +19,8 @@ export interface SamplerCall {
   readonly history?: TokenHistory;
   readonly draft?: DraftToken;
   readonly mask?: TokenMask;
+  /** A pick's drafts (head-pick.ts): its rows are drafts.length + 1, sampled as a chain. */
+  readonly drafts?: readonly DraftToken[];
 }
 
 /** A worker-side error as plain data (posted back). */
@@ -46,14 +49,30 @@ export class SamplerHost {
   /** `call`'s token from `logits` ([vocab]); a failure (no such sampler, a dead end) as data. */
   run(call: SamplerCall, logits: Float32Array): SampleResult {
     try {
-      let sampler = this.samplers.get(call.handle);
-      if (!sampler && call.open) this.samplers.set(call.handle, (sampler = new Sampler(call.open.params, call.open.vocabSize)));
-      if (!sampler) throw new Error(`no sampler ${call.handle} (disposed)`);
+      const sampler = this.sampler(call);
       const history = call.history ?? NO_HISTORY;
       return call.draft ? sampler.verify(logits, history, call.draft, call.mask) : { ...sampler.sample(logits, history, call.mask), accepted: false };
     } catch (error) {
       return failure(error);
     }
+  }
+
+  /** A pick's chain over `logits` ([drafts + 1, vocab]): its tokens in row order, or its failure. */
+  async runChain(call: SamplerCall, logits: Float32Array): Promise<VerifiedSample[] | SampleFailure> {
+    try {
+      const sampler = this.sampler(call);
+      const vocab = logits.length / ((call.drafts?.length ?? 0) + 1);
+      return await sampleChain(sampler, (i) => logits.subarray(i * vocab, (i + 1) * vocab), { history: call.history ?? NO_HISTORY, mask: call.mask, drafts: call.drafts });
+    } catch (error) {
+      return failure(error);
+    }
+  }
+
+  private sampler(call: SamplerCall): Sampler {
+    let sampler = this.samplers.get(call.handle);
+    if (!sampler && call.open) this.samplers.set(call.handle, (sampler = new Sampler(call.open.params, call.open.vocabSize)));
+    if (!sampler) throw new Error(`no sampler ${call.handle} (disposed)`);
+    return sampler;
   }
 
   dispose(handles: readonly number[]): void {

@@ -11,7 +11,7 @@ import { asWeightSpec } from '../../src/core/model/quant/weight-format.ts';
 import { BatchingHeadRunner } from '../../src/core/runtime/batching-head.ts';
 import { loadHeadRunner } from '../../src/core/runtime/ort-loader.ts';
 import type { HeadRunner } from '../../src/core/runtime/ort-head-runner.ts';
-import { pickToken } from '../../src/core/runtime/ort-head-runner.ts';
+import { pickRows, pickToken, sampleChain } from '../../src/core/runtime/head-pick.ts';
 import { ConstraintDeadEndError, localSampler, Sampler, validateSamplingParams, type SamplingParams, type TokenMask } from '../../src/core/sampling/index.ts';
 import { getShardArtifact } from '../../src/node/artifact-cache.ts';
 import { WorkerHeadRunner } from '../../src/node/head-worker.ts';
@@ -149,5 +149,32 @@ describe('WorkerHeadRunner', () => {
     remote[1].dispose();
     await expect(pickToken(batched, h, 0, { sampler: remote[1], history: { prompt, generated: [] } })).rejects.toThrow(/disposed/);
     for (const r of remote) r.dispose();
+  });
+
+  it('verifies a speculative step\'s drafts beside the LM head as the same calls on a Sampler here, stopping at the first replaced draft', async () => {
+    const batched = new BatchingHeadRunner(there);
+    const prompt = [3, 17, 4000];
+    const hidden = await here.embed([11, 12, 13, 14]);
+    const logits = await here.logits(hidden, [0, 1, 2, 3]);
+    const row = (i: number) => logits.subarray(i * QWEN_CHAT_VOCAB, (i + 1) * QWEN_CHAT_VOCAB);
+    const greedy = (i: number) => new Sampler(validateSamplingParams({ temperature: 0 }), QWEN_CHAT_VOCAB).sample(row(i), { prompt, generated: [] }).tokenId;
+    // Drafts equal to each row's argmax are kept by a greedy sampler; a wrong one stops the chain.
+    const kinds: [Partial<SamplingParams>, number[]][] = [
+      [{ temperature: 0 }, [greedy(0), greedy(1), greedy(2)]],
+      [{ temperature: 0 }, [greedy(0), (greedy(1) + 1) % QWEN_CHAT_VOCAB, greedy(2)]],
+      [{ temperature: 0.8, seed: 21, logprobs: true, topLogprobs: 3, frequencyPenalty: 0.5 }, [greedy(0), greedy(1), greedy(2)]],
+    ];
+    const lengths: number[] = [];
+    for (const [kind, ids] of kinds) {
+      const params = validateSamplingParams(kind);
+      const drafts = ids.map((tokenId) => ({ tokenId }));
+      const want = await sampleChain(new Sampler(params, QWEN_CHAT_VOCAB), row, { history: { prompt, generated: [5] }, drafts });
+      const got = await pickRows(batched, hidden, 0, { sampler: there.samplers(params, QWEN_CHAT_VOCAB), history: { prompt, generated: [5] }, drafts });
+      expect(got).toEqual(want);
+      lengths.push(got.length);
+    }
+    // Greedy keeps its argmax drafts (3 kept + the bonus row) and stops at the wrong one (kept, replaced).
+    expect(lengths.slice(0, 2)).toEqual([4, 2]);
+    await expect(pickRows(batched, hidden, 0, { sampler: there.samplers(validateSamplingParams({}), QWEN_CHAT_VOCAB), history: { prompt, generated: [] }, drafts: [{ tokenId: 1 }], mask: new Int32Array(4748) })).rejects.toBeInstanceOf(RangeError);
   });
 });

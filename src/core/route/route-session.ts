@@ -25,7 +25,8 @@ import { assertFiniteActivations } from '../frames/finite-activations.ts';
 import type { HopLease } from '../mesh/route-provider.ts';
 import { systemClock, type Clock } from '../runtime/clock.ts';
 import type { Activations } from '../runtime/shard-executor.ts';
-import { pickToken } from '../runtime/ort-head-runner.ts';
+import { pickRows } from '../runtime/head-pick.ts';
+import type { VerifiedSample } from '../sampling/index.ts';
 import { Drafters } from '../speculation/drafters.ts';
 import { Speculation } from '../speculation/speculation.ts';
 import { ChainRoute } from './chain-route.ts';
@@ -162,14 +163,15 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
         signal.throwIfAborted();
         // Row i scores the position after fed's last token plus i drafts.
         const firstRow = fed.length - 1 - offset;
-        // Without drafts the row is sampled where the head computes it (the logits need not come
-        // here); a speculative step verifies its rows here, one after another.
-        const logits = drafts.length === 0 ? undefined : await head.logits(hidden, Array.from({ length: drafts.length + 1 }, (_, i) => firstRow + i));
+        // The rows are sampled where the head computes them (head-pick.ts: the logits need not
+        // come here), except a constrained step's drafts, whose masks follow each choice here.
+        const logits = drafts.length > 0 && output.constrained ? await head.logits(hidden, Array.from({ length: drafts.length + 1 }, (_, i) => firstRow + i)) : undefined;
+        let picked: Promise<readonly VerifiedSample[]> | undefined;
         let kept = 0;
         for (let i = 0; i <= drafts.length; i++) {
           const { token, done, accepted } = logits
             ? await output.next(logits.subarray(i * vocabSize, (i + 1) * vocabSize), drafts[i])
-            : await output.nextPicked((sampler, history, mask) => pickToken(head, hidden, firstRow, { sampler, history, mask }));
+            : await output.nextPicked(drafts[i], async (sampler, history, mask) => (await (picked ??= pickRows(head, hidden, firstRow, { sampler, history, mask, drafts })))[i]);
           if (accepted) kept++;
           this.telemetry.completionTokens = output.generated.length;
           this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;

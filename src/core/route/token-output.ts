@@ -11,7 +11,7 @@
 import type { NaturalEnd } from '../model/generation-limits.ts';
 import { StreamDecoder } from '../model/stream-decoder.ts';
 import type { TextTokenizer } from '../model/tokenizer.ts';
-import { localSampler, maskAllows, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplerFactory, type SamplingParams, type SequenceSampler, type SampledToken, type TokenConstraint, type TokenHistory, type TokenMask, type VerifiedSample } from '../sampling/index.ts';
+import { localSampler, maskAllows, StopChecker, StopStringMatcher, type DraftToken, type FinishReason, type SamplerFactory, type SamplingParams, type SequenceSampler, type TokenConstraint, type TokenHistory, type TokenMask, type VerifiedSample } from '../sampling/index.ts';
 import type { SessionEvent } from './route-types.ts';
 
 export type TokenEvent = Extract<SessionEvent, { type: 'token' }>;
@@ -85,12 +85,17 @@ export class TokenOutput {
   }
 
   /**
-   * Like `next` without a draft, where the logits are not here: `pick` is handed this answer's
-   * sampler, the history and the position's mask, and returns the token it sampled (e.g. beside
-   * the head that computed the logits, see `HeadRunner.runBlocks`).
+   * Like `next`, where the logits are not here: `pick` is handed this answer's sampler, the
+   * history and the position's mask, and returns the token it sampled or verified `draft` to
+   * (e.g. beside the head that computed the logits, see head-pick.ts).
    */
-  async nextPicked(pick: (sampler: SequenceSampler, history: TokenHistory, mask: TokenMask | undefined) => Promise<SampledToken>): Promise<PositionOutput> {
-    return this.position(undefined, async (sampler, history, mask) => ({ ...(await pick(sampler, history, mask)), accepted: false }));
+  async nextPicked(draft: DraftToken | undefined, pick: (sampler: SequenceSampler, history: TokenHistory, mask: TokenMask | undefined) => Promise<VerifiedSample>): Promise<PositionOutput> {
+    return this.position(draft, pick);
+  }
+
+  /** True when a grammar constrains the answer (its positions' masks follow the tokens chosen). */
+  get constrained(): boolean {
+    return this.constraint !== undefined;
   }
 
   private async position(draft: DraftToken | undefined, choose: (sampler: SequenceSampler, history: TokenHistory, mask: TokenMask | undefined) => Promise<VerifiedSample> | VerifiedSample): Promise<PositionOutput> {

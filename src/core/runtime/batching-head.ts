@@ -11,7 +11,8 @@
  * its own row.
  */
 import { nextTurn } from './next-turn.ts';
-import { startBlocksLocally, type HeadBlock, type HeadBlockResult, type HeadRunner } from './ort-head-runner.ts';
+import { startBlocksLocally, type HeadBlock, type HeadBlockResult } from './head-pick.ts';
+import type { HeadRunner } from './ort-head-runner.ts';
 import type { Activations } from './shard-executor.ts';
 
 /** A caller's block (its positions: a speculative step's every verified one; undefined: the last; or a pick). */

@@ -4,7 +4,7 @@
 import type * as Ort from 'onnxruntime-common';
 import { EMBED_INPUT_IDS, EMBED_OUTPUT, HEAD_INPUT, HEAD_INPUT_POSITIONS, HEAD_OUTPUT_LOGITS } from '../model/head-graphs.ts';
 import type { ActivationDtype } from '../model/activations.ts';
-import type { SampledToken, SequenceSampler, TokenHistory, TokenMask } from '../sampling/index.ts';
+import type { HeadBlock, HeadBlockResult } from './head-pick.ts';
 import type { OrtModule } from './ort-session.ts';
 import { checkActivations, type Activations } from './shard-executor.ts';
 
@@ -27,77 +27,17 @@ export interface HeadRunner {
    */
   logitsBatch?(hiddens: readonly Activations[], rows?: readonly (readonly number[] | undefined)[]): Promise<Float32Array[]>;
   /**
-   * Several blocks in one run, where a block with a `pick` answers the token its sampler chose
-   * for its one row instead of that row's logits: the logits stay where they were computed (the
+   * Several blocks in one run, where a block with a `pick` answers the tokens its sampler chose
+   * for its rows instead of their logits (head-pick.ts): the logits stay where they were computed (the
    * Node head worker samples beside its LM head, so the 0.6 MB row of a 151,936-token vocabulary
    * never reaches the event loop). A pick's sampler that this runner did not make samples the
    * row from logits as `sample` would. Results in block order; a block whose sampler failed
    * (a grammar dead end) answers its error, and the others are unaffected; a failure of the run
-   * itself (a RangeError for a row) rejects the call. Absent: `pickToken` fetches the logits and
+   * itself (a RangeError for a row) rejects the call. Absent: `pickRows` fetches the logits and
    * samples.
    */
   runBlocks?(blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]>;
   dispose(): Promise<void>;
-}
-
-/** A row sampled where the head computed its logits: `sampler.sample(logits, history, mask)`. */
-export interface HeadPick {
-  readonly sampler: SequenceSampler;
-  readonly history: TokenHistory;
-  readonly mask?: TokenMask;
-}
-
-/** One block of a head run: its rows' logits (default its last position), or with `pick` the token of its one row. */
-export interface HeadBlock {
-  readonly hidden: Activations;
-  readonly rows?: readonly number[];
-  readonly pick?: HeadPick;
-}
-
-/** A block's logits ([rows, vocab]), the token its pick sampled, or its pick's error. */
-export type HeadBlockResult = Float32Array | SampledToken | Error;
-
-/** The token of `hidden`'s position `row`, sampled by `pick` beside the head's logits when the head can. */
-export async function pickToken(head: HeadRunner, hidden: Activations, row: number, pick: HeadPick): Promise<SampledToken> {
-  if (head.runBlocks) return asToken((await head.runBlocks([{ hidden, rows: [row], pick }]))[0]);
-  return pick.sampler.sample(await head.logits(hidden, [row]), pick.history, pick.mask);
-}
-
-/** A picked block's result (a runner that answers logits for a pick has broken its contract). */
-export function asToken(result: HeadBlockResult): SampledToken {
-  if (result instanceof Error) throw result;
-  if (result instanceof Float32Array) throw new Error('the head answered logits where a token was asked for');
-  return result;
-}
-
-/**
- * `blocks` run as `logitsBatch` (or `logits` one after another); once the logits are back, one
- * promise per block: its rows, or its pick's token sampled here. Every pick is asked in the same
- * turn, so samplers that batch their calls (the sampler worker) send them together.
- */
-export async function startBlocksLocally(head: HeadRunner, blocks: readonly HeadBlock[]): Promise<Promise<HeadBlockResult>[]> {
-  for (const b of blocks) {
-    if (b.pick && b.rows && b.rows.length !== 1) throw new RangeError(`a picked block samples one row, got ${b.rows.length}`);
-  }
-  let rows: Float32Array[];
-  if (blocks.length > 1 && head.logitsBatch) rows = await head.logitsBatch(blocks.map((b) => b.hidden), blocks.map((b) => b.rows));
-  else {
-    rows = [];
-    for (const b of blocks) rows.push(await head.logits(b.hidden, b.rows));
-  }
-  return blocks.map(async (b, i): Promise<HeadBlockResult> => {
-    if (!b.pick) return rows[i];
-    try {
-      return await b.pick.sampler.sample(rows[i], b.pick.history, b.pick.mask);
-    } catch (error) {
-      return error instanceof Error ? error : new Error(String(error));
-    }
-  });
-}
-
-/** `startBlocksLocally`, every block settled. */
-export async function runBlocksLocally(head: HeadRunner, blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
-  return Promise.all(await startBlocksLocally(head, blocks));
 }
 
 export class OrtHeadRunner implements HeadRunner {
