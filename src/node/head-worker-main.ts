@@ -13,12 +13,15 @@ import { openLocalModel } from './local-model.ts';
 import type { VerifiedSample } from '../core/sampling/index.ts';
 import { SamplerHost, type SampleFailure } from './sampler-host.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
-import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest } from './head-worker.ts';
+import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest, PickJobs } from './head-worker.ts';
 
 const port = parentPort!;
 /** The sequences' samplers that pick rows beside the LM head (head-worker-sampler.ts). */
 const samplers = new SamplerHost();
+
 const data = workerData as HeadWorkerData;
+/** The sampler worker's port, when the head has one: picks are sampled there instead of here. */
+const toSampler = data.samplerPort;
 
 async function load(): Promise<OrtHeadRunner> {
   const model = await openLocalModel(data.modelDir);
@@ -42,6 +45,10 @@ async function answer(runner: OrtHeadRunner, request: Exclude<HeadWorkerRequest,
       return [{ id }, []];
     }
     if (request.op === 'sample') {
+      if (toSampler) {
+        toSampler.postMessage({ id, sample: { calls: request.calls, logits: request.logits } } satisfies PickJobs, request.logits.map((l) => l.buffer as ArrayBuffer));
+        return [{ id, forwarded: true }, []];
+      }
       const sampled = request.calls.map((call, i) => samplers.run(call, request.logits[i]));
       return [{ id, sampled }, []];
     }
@@ -52,19 +59,26 @@ async function answer(runner: OrtHeadRunner, request: Exclude<HeadWorkerRequest,
       const logits = blocks.length === 1 ? blocks[0] : new Float32Array(blocks[0].buffer, blocks[0].byteOffset, blocks.reduce((n, b) => n + b.length, 0));
       return [{ id, logits, counts: blocks.map((b) => b.length) }, [logits.buffer as ArrayBuffer]];
     }
-    // Picked rows are sampled here and only their tokens go back; the other blocks' rows go back
-    // in one new buffer (a speculative step's, beside decode steps).
-    const picked: (VerifiedSample[] | SampleFailure | undefined)[] = [];
-    for (let b = 0; b < blocks.length; b++) picked.push(picks[b] ? await samplers.runChain(picks[b]!, blocks[b]) : undefined);
+    // Picked rows are sampled in the sampler worker (the LM head's next run need not wait for
+    // them; the output buffer is transferred there whole) or, without one, here; only their
+    // tokens go back. The other blocks' rows go back in one new buffer (a constrained
+    // speculative step's, beside decode steps).
     const counts = blocks.map((block, b) => (picks[b] ? 0 : block.length));
     const total = counts.reduce((n, c) => n + c, 0);
-    if (total === 0) return [{ id, picked, counts }, []];
-    const logits = new Float32Array(total);
+    const logits = total === 0 ? undefined : new Float32Array(total);
     let at = 0;
     blocks.forEach((block, b) => {
-      if (!picks[b]) logits.set(block, (at += block.length) - block.length);
+      if (!picks[b]) logits!.set(block, (at += block.length) - block.length);
     });
-    return [{ id, logits, counts, picked }, [logits.buffer as ArrayBuffer]];
+    const transfer = logits ? [logits.buffer as ArrayBuffer] : [];
+    if (toSampler) {
+      const jobs = blocks.flatMap((block, b) => (picks[b] ? [{ block: b, call: picks[b]!, offset: block.byteOffset / 4, length: block.length }] : []));
+      toSampler.postMessage({ id, picks: { buffer: blocks[0].buffer as ArrayBuffer, jobs } } satisfies PickJobs, [blocks[0].buffer as ArrayBuffer]);
+      return [{ id, logits, counts, forwarded: true }, transfer];
+    }
+    const picked: (VerifiedSample[] | SampleFailure | undefined)[] = [];
+    for (let b = 0; b < blocks.length; b++) picked.push(picks[b] ? await samplers.runChain(picks[b]!, blocks[b]) : undefined);
+    return [{ id, logits, counts, picked }, transfer];
   } catch (error) {
     return [{ id, error: failure(error) }, []];
   }
@@ -76,8 +90,8 @@ load().then(
     let chain = Promise.resolve();
     port.on('message', (request: HeadWorkerRequest) => {
       if (request.op === 'release') {
-        // After the calls already queued: the chain runs in order.
-        chain = chain.then(() => samplers.dispose(request.handles));
+        // After the calls already queued (the chain runs in order), and passed on in that order.
+        chain = chain.then(() => (toSampler ? toSampler.postMessage({ release: request.handles } satisfies PickJobs) : samplers.dispose(request.handles)));
         return;
       }
       chain = chain.then(async () => {

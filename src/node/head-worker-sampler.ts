@@ -1,6 +1,6 @@
 /**
  * A sequence's sampler that lives in the head worker (head-worker.ts), beside the LM head: a
- * decode step's row is sampled there (`WorkerHeadRunner.runBlocks` with a pick), so neither the
+ * decode step's row is sampled there (`WorkerHeadRunner.startBlocks` with a pick), so neither the
  * row (0.6 MB at a 151,936-token vocabulary) nor its argmax or exp() passes reach the event
  * loop, and the only message back is the token. A row that is already here (a speculative
  * step verifies its rows one by one) is sent as a copy, to the same Sampler: one RNG per

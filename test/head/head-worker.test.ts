@@ -3,7 +3,7 @@
  * onnxruntime sessions in a real worker) give what the same sessions give on this thread:
  * the same embeddings and logits, bit for bit (single rows, a speculative step's several
  * rows, batched blocks), so the same tokens and logprobs; their errors arrive as the same types.
- * Rows picked beside the LM head (its samplers, `runBlocks`) give the tokens and logprobs a
+ * Rows picked beside the LM head (its samplers, `startBlocks`) give the tokens and logprobs a
  * Sampler on this thread gives over this thread's logits, for every kind of sampling.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +24,8 @@ const bits = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffs
 
 let here: HeadRunner;
 let there: WorkerHeadRunner;
+/** Samples its picks in the head worker itself (no sampler thread). */
+let alone: WorkerHeadRunner;
 let remove: () => Promise<void>;
 
 beforeAll(async () => {
@@ -36,10 +38,12 @@ beforeAll(async () => {
   const h = await getShardArtifact(model.checkpoint, model.key, { kind: 'head' }, 'fp32', weights);
   here = await loadHeadRunner(model.checkpoint.config, e.artifact, h.artifact, model.checkpoint.source, loader);
   there = await WorkerHeadRunner.start({ modelDir: written.dir, device: 'cpu', dtype: 'fp32', weights, threads: 1 });
+  alone = await WorkerHeadRunner.start({ modelDir: written.dir, device: 'cpu', dtype: 'fp32', weights, threads: 1 }, { samplerThread: false });
 }, 120_000);
 afterAll(async () => {
   await here?.dispose();
   await there?.dispose();
+  await alone?.dispose();
   await remove?.();
 });
 
@@ -94,8 +98,14 @@ describe('WorkerHeadRunner', () => {
     expect((await there.logits(hidden)).length).toBe(QWEN_CHAT_VOCAB);
   });
 
+});
+
+describe.each([
+  ['in the sampler worker', () => there],
+  ['in the head worker', () => alone],
+])('WorkerHeadRunner picks rows %s', (_, runner) => {
   it('samples picked rows beside the LM head as a Sampler here does (greedy, seeded with logprobs, masked, penalized), beside unpicked and foreign blocks', async () => {
-    const batched = new BatchingHeadRunner(there);
+    const batched = new BatchingHeadRunner(runner());
     const kinds: Partial<SamplingParams>[] = [
       { temperature: 0 },
       { temperature: 0.8, seed: 11, logprobs: true, topLogprobs: 5 },
@@ -104,7 +114,7 @@ describe('WorkerHeadRunner', () => {
     ];
     const params = kinds.map((k) => validateSamplingParams(k));
     const reference = params.map((p) => new Sampler(p, QWEN_CHAT_VOCAB));
-    const remote = params.map((p) => there.samplers(p, QWEN_CHAT_VOCAB));
+    const remote = params.map((p) => runner().samplers(p, QWEN_CHAT_VOCAB));
     const foreign = localSampler(params[1], QWEN_CHAT_VOCAB);
     const foreignRef = new Sampler(params[1], QWEN_CHAT_VOCAB);
     const prompt = [3, 17, 4000];
@@ -152,7 +162,7 @@ describe('WorkerHeadRunner', () => {
   });
 
   it('verifies a speculative step\'s drafts beside the LM head as the same calls on a Sampler here, stopping at the first replaced draft', async () => {
-    const batched = new BatchingHeadRunner(there);
+    const batched = new BatchingHeadRunner(runner());
     const prompt = [3, 17, 4000];
     const hidden = await here.embed([11, 12, 13, 14]);
     const logits = await here.logits(hidden, [0, 1, 2, 3]);
@@ -169,12 +179,12 @@ describe('WorkerHeadRunner', () => {
       const params = validateSamplingParams(kind);
       const drafts = ids.map((tokenId) => ({ tokenId }));
       const want = await sampleChain(new Sampler(params, QWEN_CHAT_VOCAB), row, { history: { prompt, generated: [5] }, drafts });
-      const got = await pickRows(batched, hidden, 0, { sampler: there.samplers(params, QWEN_CHAT_VOCAB), history: { prompt, generated: [5] }, drafts });
+      const got = await pickRows(batched, hidden, 0, { sampler: runner().samplers(params, QWEN_CHAT_VOCAB), history: { prompt, generated: [5] }, drafts });
       expect(got).toEqual(want);
       lengths.push(got.length);
     }
     // Greedy keeps its argmax drafts (3 kept + the bonus row) and stops at the wrong one (kept, replaced).
     expect(lengths.slice(0, 2)).toEqual([4, 2]);
-    await expect(pickRows(batched, hidden, 0, { sampler: there.samplers(validateSamplingParams({}), QWEN_CHAT_VOCAB), history: { prompt, generated: [] }, drafts: [{ tokenId: 1 }], mask: new Int32Array(4748) })).rejects.toBeInstanceOf(RangeError);
+    await expect(pickRows(batched, hidden, 0, { sampler: runner().samplers(validateSamplingParams({}), QWEN_CHAT_VOCAB), history: { prompt, generated: [] }, drafts: [{ tokenId: 1 }], mask: new Int32Array(4748) })).rejects.toBeInstanceOf(RangeError);
   });
 });

@@ -50,8 +50,10 @@ export class BatchingHeadRunner implements HeadRunner {
   }
 
   /** Each block joins the run of the turn like a `logits` call; picks run where the inner runner samples. */
-  runBlocks(blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
-    return Promise.all(blocks.map((block) => this.enqueue(block)));
+  async startBlocks(blocks: readonly HeadBlock[]): Promise<Promise<HeadBlockResult>[]> {
+    const results = blocks.map((block) => this.enqueue(block));
+    for (const r of results) r.catch(() => undefined); // each is the caller's to await
+    return results;
   }
 
   private enqueue(block: HeadBlock): Promise<HeadBlockResult> {
@@ -79,7 +81,7 @@ export class BatchingHeadRunner implements HeadRunner {
           const blocks = taken.map((w) => w.block);
           // Without a runner that samples beside its logits, the picks are sampled here; the next
           // run does not wait for them.
-          const results = this.inner.runBlocks ? (await this.inner.runBlocks(blocks)).map((r) => Promise.resolve(r)) : await startBlocksLocally(this.inner, blocks);
+          const results = await (this.inner.startBlocks ? this.inner.startBlocks(blocks) : startBlocksLocally(this.inner, blocks));
           taken.forEach((w, i) => void results[i].then(w.resolve, w.reject));
         } catch (error) {
           for (const w of taken) w.reject(error);

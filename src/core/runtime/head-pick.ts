@@ -1,5 +1,5 @@
 /**
- * Rows sampled where the head computed their logits (`HeadRunner.runBlocks`): a step's
+ * Rows sampled where the head computed their logits (`HeadRunner.startBlocks`): a step's
  * `HeadPick` names the sequence's sampler, its history and mask, and a speculative step's
  * drafts. Row i verifies draft i, the row after the last draft samples, and the chain stops
  * at the first replaced draft — exactly the calls TokenOutput makes one by one, in the same
@@ -44,7 +44,7 @@ export function checkPickedBlock(block: HeadBlock): void {
 /** The tokens of `hidden`'s rows `firstRow…` (one per draft, plus one), sampled by `pick` beside the head's logits when the head can. */
 export async function pickRows(head: HeadRunner, hidden: Activations, firstRow: number, pick: HeadPick): Promise<readonly VerifiedSample[]> {
   const rows = Array.from({ length: (pick.drafts?.length ?? 0) + 1 }, (_, i) => firstRow + i);
-  const [result] = head.runBlocks ? await head.runBlocks([{ hidden, rows, pick }]) : await runBlocksLocally(head, [{ hidden, rows, pick }]);
+  const [result] = await runBlocks(head, [{ hidden, rows, pick }]);
   if (result instanceof Error) throw result;
   if (result instanceof Float32Array) throw new Error('the head answered logits where tokens were asked for');
   return result;
@@ -86,9 +86,9 @@ export async function startBlocksLocally(head: HeadRunner, blocks: readonly Head
   return blocks.map((b, i) => (b.pick ? pickHere(b.pick, rows[i]) : Promise.resolve(rows[i])));
 }
 
-/** `startBlocksLocally`, every block settled. */
-export async function runBlocksLocally(head: HeadRunner, blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
-  return Promise.all(await startBlocksLocally(head, blocks));
+/** `blocks` through the head's `startBlocks` (or `startBlocksLocally`), every block settled. */
+export async function runBlocks(head: HeadRunner, blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]> {
+  return Promise.all(await (head.startBlocks ? head.startBlocks(blocks) : startBlocksLocally(head, blocks)));
 }
 
 /** A pick's chain over `logits` ([rows, vocab]) with its own sampler; a failure as the result. */

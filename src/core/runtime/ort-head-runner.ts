@@ -31,12 +31,13 @@ export interface HeadRunner {
    * for its rows instead of their logits (head-pick.ts): the logits stay where they were computed (the
    * Node head worker samples beside its LM head, so the 0.6 MB row of a 151,936-token vocabulary
    * never reaches the event loop). A pick's sampler that this runner did not make samples the
-   * row from logits as `sample` would. Results in block order; a block whose sampler failed
-   * (a grammar dead end) answers its error, and the others are unaffected; a failure of the run
-   * itself (a RangeError for a row) rejects the call. Absent: `pickRows` fetches the logits and
-   * samples.
+   * row from logits as `sample` would. Resolves once the head can take its next run, with one
+   * promise per block, in block order, that settles when that block's result is ready (picks
+   * may still be sampling elsewhere); a block whose sampler failed (a grammar dead end) answers
+   * its error, and the others are unaffected; a failure of the run itself (a RangeError for a
+   * row) rejects the call. Absent: head-pick.ts fetches the logits and samples.
    */
-  runBlocks?(blocks: readonly HeadBlock[]): Promise<HeadBlockResult[]>;
+  startBlocks?(blocks: readonly HeadBlock[]): Promise<Promise<HeadBlockResult>[]>;
   dispose(): Promise<void>;
 }
 
