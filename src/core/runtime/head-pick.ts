@@ -8,29 +8,11 @@
  * fallback for a head that cannot sample beside its logits, and for a pick whose sampler the
  * head did not make.
  */
-import type { DraftToken, SampledToken, SequenceSampler, TokenHistory, TokenMask, VerifiedSample } from '../sampling/index.ts';
-import type { HeadRunner } from './ort-head-runner.ts';
+import type { SampledToken, SequenceSampler, VerifiedSample } from '../sampling/index.ts';
+import type { HeadBlock, HeadBlockResult, HeadPick, HeadRunner } from './ort-head-runner.ts';
 import type { Activations } from './shard-executor.ts';
 
-/** A block's rows sampled where the head computed them. */
-export interface HeadPick {
-  readonly sampler: SequenceSampler;
-  readonly history: TokenHistory;
-  /** The first row's mask (a pick with drafts has none: a constrained step with drafts is verified where its masks are). */
-  readonly mask?: TokenMask;
-  /** The block's rows are drafts.length + 1: row i verifies drafts[i], the last one samples. */
-  readonly drafts?: readonly DraftToken[];
-}
-
-/** One block of a head run: its rows' logits (default its last position), or with `pick` its rows' tokens. */
-export interface HeadBlock {
-  readonly hidden: Activations;
-  readonly rows?: readonly number[];
-  readonly pick?: HeadPick;
-}
-
-/** A block's logits ([rows, vocab]), its pick's tokens (in row order, up to the first replaced draft), or its pick's error. */
-export type HeadBlockResult = Float32Array | readonly VerifiedSample[] | Error;
+export type { HeadBlock, HeadBlockResult, HeadPick } from './ort-head-runner.ts';
 
 /** What a picked block must look like; throws RangeError otherwise. */
 export function checkPickedBlock(block: HeadBlock): void {

@@ -4,7 +4,7 @@
 import type * as Ort from 'onnxruntime-common';
 import { EMBED_INPUT_IDS, EMBED_OUTPUT, HEAD_INPUT, HEAD_INPUT_POSITIONS, HEAD_OUTPUT_LOGITS } from '../model/head-graphs.ts';
 import type { ActivationDtype } from '../model/activations.ts';
-import type { HeadBlock, HeadBlockResult } from './head-pick.ts';
+import type { DraftToken, SequenceSampler, TokenHistory, TokenMask, VerifiedSample } from '../sampling/index.ts';
 import type { OrtModule } from './ort-session.ts';
 import { checkActivations, type Activations } from './shard-executor.ts';
 
@@ -40,6 +40,26 @@ export interface HeadRunner {
   startBlocks?(blocks: readonly HeadBlock[]): Promise<Promise<HeadBlockResult>[]>;
   dispose(): Promise<void>;
 }
+
+/** A block's rows sampled where the head computed them. */
+export interface HeadPick {
+  readonly sampler: SequenceSampler;
+  readonly history: TokenHistory;
+  /** The first row's mask (a pick with drafts has none: a constrained step with drafts is verified where its masks are). */
+  readonly mask?: TokenMask;
+  /** The block's rows are drafts.length + 1: row i verifies drafts[i], the last one samples. */
+  readonly drafts?: readonly DraftToken[];
+}
+
+/** One block of a head run: its rows' logits (default its last position), or with `pick` its rows' tokens. */
+export interface HeadBlock {
+  readonly hidden: Activations;
+  readonly rows?: readonly number[];
+  readonly pick?: HeadPick;
+}
+
+/** A block's logits ([rows, vocab]), its pick's tokens (in row order, up to the first replaced draft), or its pick's error. */
+export type HeadBlockResult = Float32Array | readonly VerifiedSample[] | Error;
 
 export class OrtHeadRunner implements HeadRunner {
   constructor(
