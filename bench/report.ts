@@ -248,7 +248,7 @@ function targets(models: BenchReport['models']): Target[] {
   const out: Target[] = [];
   // The SmolLM2-shaped model's targets, or the last model's when it is not in the run — never a
   // bandwidth-bound model's (their targets are below; a q8 row they do not run is not a miss).
-  const smol: { name: string; rows: Row[]; unavailable: readonly UnavailableRow[] } = models.find((m) => m.name.startsWith('smollm2')) ?? models.filter((m) => !isBandwidthBound(m.name)).at(-1) ?? { name: '', rows: [], unavailable: [] };
+  const smol: { readonly name: string; readonly rows: readonly Row[]; readonly unavailable: readonly UnavailableRow[] } = models.find((m) => m.name.startsWith('smollm2')) ?? models.filter((m) => !isBandwidthBound(m.name)).at(-1) ?? { name: '', rows: [], unavailable: [] };
   const loopback = (row: Row) => row.kind === 'pipeline' && !row.label.includes('RTT');
   for (const row of smol.rows.filter(loopback)) {
     out.push({ target: `${smol.name}, ${row.label}: ≥ 90% of one-process decode tokens/s`, measured: pct(row.vsOneProcess), met: row.vsOneProcess >= 0.9 });
