@@ -39,6 +39,8 @@ export type MeasureSpec =
       readonly contextSize: number;
       /** Weight bytes a decode step reads from this GGUF. */
       readonly weightBytesPerToken: number;
+      /** `avx2`: an install that holds only ggml's CPU backends up to AVX2 (bench/llama-cpp/cpu-variant.ts); absent: the best one for this CPU. */
+      readonly cpuVariant?: 'avx2';
     });
 
 interface CommonSpec {

@@ -148,7 +148,7 @@ function againstLlamaCpp(model: BenchReport['models'][number]): string[] {
     const named = all.filter((r) => r.weightSpec !== undefined);
     return named.length ? named : [all[0]];
   };
-  const llama = (weights: string) => model.rows.find((r) => r.kind === 'llama-cpp' && r.weights === weights);
+  const llama = (weights: string) => model.rows.find((r) => r.label === `llama.cpp ${weights}`);
   const reason = (label: string) => model.unavailable.find((u) => u.label === label)?.reason ?? 'not measured';
   const cell = (row: Row | undefined, pick: (r: Row) => string, label: string) => (row ? pick(row) : `— (${reason(label)})`);
   const lines = [
@@ -170,6 +170,14 @@ function againstLlamaCpp(model: BenchReport['models'][number]): string[] {
       );
     }
   }
+  // `--llama-cpp-avx2`: llama.cpp on its AVX2 kernels, beside each meshnet row of the same format.
+  for (const avx2 of model.rows.filter((r) => r.kind === 'llama-cpp' && r.label.endsWith(', avx2 kernels'))) {
+    const weights = MESHNET_WEIGHTS.find((w) => LLAMA_CPP_COUNTERPART[w] === avx2.weights);
+    const ours = weights ? ones(weights).filter((r): r is Row => r !== undefined) : [];
+    lines.push('', `${avx2.label} (its CPU backends up to AVX2 only): ${fixed(avx2.decodeTokensPerSecond)} tok/s${ours.map((r) => `; meshnet ${r.weightSpec ?? r.weights} ÷ it ${fixed(r.decodeTokensPerSecond / avx2.decodeTokensPerSecond, 2)}×`).join('')}.`);
+  }
+  const engines = model.rows.filter((r) => r.kind === 'llama-cpp' && r.devices?.length);
+  if (engines.length) lines.push('', ...engines.map((r) => `- ${r.label}: ${r.devices!.join('; ')}`));
   const fallbacks = model.ggufs.filter((g) => g.fallbacks.length);
   if (fallbacks.length) lines.push('', `GGUF tensors in F16 because their rows are not whole 32-value blocks: ${fallbacks.map((g) => `${g.weights}: ${g.fallbacks.join(', ')}`).join('; ')}.`);
   return lines;

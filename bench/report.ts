@@ -55,6 +55,8 @@ export interface Row {
   readonly accuracyLevel?: number;
   /** meshnet: the whole weight spec's name when the row names one (`--q4-specs`; absent: the format's default). */
   readonly weightSpec?: string;
+  /** What ran it (llama.cpp: its build and the CPU features of the ggml backend it loaded). */
+  readonly devices?: readonly string[];
   /** meshnet: packed bytes of one decoder layer in the row's format. */
   readonly packedBytesPerLayer?: number;
   readonly spinning: boolean;
@@ -149,7 +151,7 @@ function layerBytes(model: ModelReport, range: [number, number]): number {
 const weightsOf = (spec: MeasureSpec): MeshnetWeights | GgufWeights => (spec.kind === 'llama-cpp' ? spec.ggufWeights : spec.kind === 'transformers' ? 'fp32' : (spec.weights ?? 'fp32'));
 
 export const rowLabel = (spec: MeasureSpec) => {
-  if (spec.kind === 'llama-cpp') return `llama.cpp ${spec.ggufWeights}`;
+  if (spec.kind === 'llama-cpp') return `llama.cpp ${spec.ggufWeights}${spec.cpuVariant ? `, ${spec.cpuVariant} kernels` : ''}`;
   const level = spec.accuracyLevel !== undefined ? ` level ${spec.accuracyLevel}` : '';
   const weights = spec.kind === 'transformers' || (spec.weights ?? 'fp32') === 'fp32' ? '' : `, ${spec.weightSpec ?? spec.weights}${level}`;
   return spec.kind === 'pipeline'
@@ -167,7 +169,8 @@ function rows(model: ModelReport, limit: number): Row[] {
   const one = model.results.find(isBaseline);
   // Pipelines and same tokens: against the one process in the same weight format.
   const oneLike = (spec: MeasureSpec) => model.results.find((r) => r.spec.kind === 'one-process' && !r.spec.spinning && sameWeights(r.spec, spec));
-  const llama = (weights: GgufWeights) => model.results.find((r) => r.spec.kind === 'llama-cpp' && r.spec.ggufWeights === weights);
+  // The counterpart: llama.cpp on its best CPU backend (not an `--llama-cpp-avx2` row).
+  const llama = (weights: GgufWeights) => model.results.find((r) => r.spec.kind === 'llama-cpp' && r.spec.ggufWeights === weights && r.spec.cpuVariant === undefined);
   // Against transformers.js with the same thread spinning.
   const tjs = (spinning: boolean) => model.results.find((r) => r.spec.kind === 'transformers' && r.spec.spinning === spinning);
   const all = model.tensors.reduce((sum, t) => sum + t.bytes, 0);
@@ -189,6 +192,7 @@ function rows(model: ModelReport, limit: number): Row[] {
       weights,
       ...(r.spec.accuracyLevel !== undefined ? { accuracyLevel: r.spec.accuracyLevel } : {}),
       ...(r.spec.weightSpec !== undefined ? { weightSpec: r.spec.weightSpec } : {}),
+      ...(r.devices ? { devices: r.devices } : {}),
       ...(r.packed ? { packedBytesPerLayer: r.packed.bytesPerLayer } : {}),
       spinning: r.spec.spinning,
       meanDecodeTokensPerSecond: r.meanDecodeTokensPerSecond,
@@ -270,7 +274,7 @@ function targets(models: BenchReport['models']): Target[] {
   for (const [weights, minimum] of smol.name ? ([['q4', 0.8], ['q8', 0.8]] as const) : []) {
     const counterpart = LLAMA_CPP_COUNTERPART[weights];
     const ours = smol.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights && r.accuracyLevel === undefined);
-    const theirs = smol.rows.find((r) => r.kind === 'llama-cpp' && r.weights === counterpart);
+    const theirs = smol.rows.find((r) => r.label === `llama.cpp ${counterpart}`);
     const why = (label: string) => smol.unavailable.find((u) => u.label === label)?.reason ?? 'not measured';
     const target = `${smol.name}: meshnet ${weights} ≥ ${minimum}× llama.cpp ${counterpart} (decode tokens/s, one process, same threads)`;
     if (ours && theirs) {
@@ -288,7 +292,7 @@ function targets(models: BenchReport['models']): Target[] {
     for (const weights of model.name.startsWith('gemma') ? (['q4'] as const) : (['q4', 'q8'] as const)) {
       const counterpart = LLAMA_CPP_COUNTERPART[weights];
       const ours = model.rows.filter((r) => r.kind === 'one-process' && r.weights === weights && r.accuracyLevel === undefined);
-      const theirs = model.rows.find((r) => r.kind === 'llama-cpp' && r.weights === counterpart);
+      const theirs = model.rows.find((r) => r.label === `llama.cpp ${counterpart}`);
       const peers = model.rows.find((r) => loopback(r) && r.weights === weights);
       for (const one of ours.length ? ours : [undefined]) {
         const target = `${model.name}: meshnet ${one?.weightSpec ?? weights} ≥ 0.9× llama.cpp ${counterpart} (decode tokens/s, one process, same threads)`;

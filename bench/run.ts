@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp] [--models A,B] [--q4-specs q4-b32-acc4,q4-b64-acc4]`:
+ * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp] [--models A,B] [--q4-specs q4-b32-acc4,q4-b64-acc4] [--llama-cpp-avx2]`:
  * meshnet against transformers.js, llama.cpp and the machine's memory bandwidth, in one run.
  *
  * Models (`--models`, default `stories260k,smollm2-135m-shaped`): test/fixtures/models/stories260k,
@@ -10,6 +10,8 @@
  * `--q4-specs` (bandwidth-bound models only): their q4 one-process row once per weight spec
  * name listed (block size and accuracy level, each row a process of its own), and the 2-peer
  * row in the first one listed; without it, one q4 row in meshnet's default spec.
+ * `--llama-cpp-avx2`: every llama.cpp row also on its CPU backends up to AVX2 only
+ * (bench/llama-cpp/cpu-variant.ts), beside the one on the best backend for this CPU.
  * Configurations (each in its own process, see bench/measure.ts): meshnet in one process,
  * once per weight format this build serves (bench/meshnet-weights.ts; the others are listed
  * as not available); pipelines of 2 and 3 local peer processes over relay and direct links
@@ -32,6 +34,7 @@ import { exportForTransformers } from './export-transformers.ts';
 import { GEMMA_3_1B_SHAPE, generateCheckpoint, LLAMA_3_2_1B_SHAPE } from './generate-checkpoint.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { cachedGguf, type CachedGguf } from './llama-cpp/gguf-cache.ts';
+import { avx2Install } from './llama-cpp/cpu-variant.ts';
 import { ensureNodeLlamaCpp, NODE_LLAMA_CPP_VERSION, type LlamaCppInstall } from './llama-cpp/install.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
 import { meshnetWeightsInThisBuild, parseQ4Specs } from './meshnet-weights.ts';
@@ -53,6 +56,7 @@ const { values } = parseArgs({
     'skip-llama-cpp': { type: 'boolean', default: false },
     models: { type: 'string', default: 'stories260k,smollm2-135m-shaped' },
     'q4-specs': { type: 'string' },
+    'llama-cpp-avx2': { type: 'boolean', default: false },
   },
 });
 /** What a model's rows are: every configuration, or (bandwidth-bound models) the compact formats only. */
@@ -120,7 +124,12 @@ function configurations(model: string, exportDir: string, longPrompt: number, gg
   // like with like.
   const common = { model, threads, decodeTokens, longPrompt, repeats, spinning: false };
   const llamaSpecs = (): MeasureSpec[] =>
-    llama ? ggufs.map((gguf) => ({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken })) : [];
+    llama
+      ? ggufs.flatMap((gguf) => {
+          const spec = { ...common, kind: 'llama-cpp' as const, gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken };
+          return llamaAvx2?.ok ? [spec, { ...spec, moduleDir: llamaAvx2.dir, cpuVariant: 'avx2' as const }] : [spec];
+        })
+      : [];
   if (!plan.full) {
     // Bandwidth-bound: q8 and q4, one process and 2 relay peers each; q4 once per `--q4-specs` name
     // in one process, and its 2 peers in the first name.
@@ -228,6 +237,8 @@ const llamaCpp: LlamaCppInstall = values['skip-llama-cpp']
   ? { ok: false, dir: '', reason: '--skip-llama-cpp' }
   : await ensureNodeLlamaCpp(undefined, log);
 if (!llamaCpp.ok) log(`llama.cpp rows skipped: ${llamaCpp.reason}`);
+const llamaAvx2 = llamaCpp.ok && values['llama-cpp-avx2'] ? await avx2Install(llamaCpp.dir) : undefined;
+if (llamaAvx2) log(llamaAvx2.ok ? `llama.cpp AVX2 kernels: ${path.relative(process.cwd(), llamaAvx2.dir) || llamaAvx2.dir} (the install without its AVX-512/VNNI/AMX CPU backends)` : `--llama-cpp-avx2: no AVX2 rows: ${llamaAvx2.reason}`);
 else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relative(process.cwd(), llamaCpp.dir) || llamaCpp.dir}, prebuilt CPU binary, ${threads} threads`);
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);

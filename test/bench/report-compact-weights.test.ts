@@ -93,11 +93,12 @@ describe('bench report, compact weights', () => {
           result({ ...named('q4-b64-acc4'), kind: 'one-process' }, 20, { packed: packed('q4', 9 * MiB) }),
           result({ ...named('q4-b64-acc4'), kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0 }, 19, { packed: packed('q4', 9 * MiB), hops: [hop('local-1'), hop('local-2')] }),
           result(llama, 20),
+          result({ ...llama, moduleDir: 'd-avx2', cpuVariant: 'avx2' }, 8, { devices: ['llama.cpp prebuilt CPU (AVX AVX2 F16C FMA), 1 threads, context 128'] }),
         ]),
       ],
     });
     const rows = r.models[0].rows;
-    expect(rows.map((row) => row.label)).toEqual(['meshnet, one process, q4-b32-acc4', 'meshnet, one process, q4-b64-acc4', '2 peers, relay, q4-b64-acc4', 'llama.cpp Q4_0']);
+    expect(rows.map((row) => row.label)).toEqual(['meshnet, one process, q4-b32-acc4', 'meshnet, one process, q4-b64-acc4', '2 peers, relay, q4-b64-acc4', 'llama.cpp Q4_0', 'llama.cpp Q4_0, avx2 kernels']);
     expect(rows[2].vsOneProcess).toBeCloseTo(0.95);
     expect(rows[0].vsLlamaCpp).toBeCloseTo(0.85);
     const target = (spec: string) => r.targets.find((t) => t.target.startsWith(`gemma-3-1b-shaped: meshnet ${spec} ≥ 0.9× llama.cpp Q4_0`))!;
@@ -109,5 +110,8 @@ describe('bench report, compact weights', () => {
     const markdown = renderMarkdown(r);
     expect(markdown).toMatch(/\| q4-b32-acc4 \| 17\.0 \| Q4_0 \| 20\.0 \| 0\.85× \|/);
     expect(markdown).toMatch(/\| q4-b64-acc4 \| 20\.0 \| Q4_0 \| 20\.0 \| 1\.00× \|/);
+    // --llama-cpp-avx2: beside the table, never the counterpart.
+    expect(markdown).toContain('llama.cpp Q4_0, avx2 kernels (its CPU backends up to AVX2 only): 8.0 tok/s; meshnet q4-b32-acc4 ÷ it 2.13×; meshnet q4-b64-acc4 ÷ it 2.50×.');
+    expect(markdown).toContain('- llama.cpp Q4_0, avx2 kernels: llama.cpp prebuilt CPU (AVX AVX2 F16C FMA), 1 threads, context 128');
   });
 });
