@@ -237,9 +237,9 @@ const llamaCpp: LlamaCppInstall = values['skip-llama-cpp']
   ? { ok: false, dir: '', reason: '--skip-llama-cpp' }
   : await ensureNodeLlamaCpp(undefined, log);
 if (!llamaCpp.ok) log(`llama.cpp rows skipped: ${llamaCpp.reason}`);
+else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relative(process.cwd(), llamaCpp.dir) || llamaCpp.dir}, prebuilt CPU binary, ${threads} threads`);
 const llamaAvx2 = llamaCpp.ok && values['llama-cpp-avx2'] ? await avx2Install(llamaCpp.dir) : undefined;
 if (llamaAvx2) log(llamaAvx2.ok ? `llama.cpp AVX2 kernels: ${path.relative(process.cwd(), llamaAvx2.dir) || llamaAvx2.dir} (the install without its AVX-512/VNNI/AMX CPU backends)` : `--llama-cpp-avx2: no AVX2 rows: ${llamaAvx2.reason}`);
-else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relative(process.cwd(), llamaCpp.dir) || llamaCpp.dir}, prebuilt CPU binary, ${threads} threads`);
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);
 log('grammar mask cost per token (xgrammar, 49,152 and 151,936 vocabularies)');
