@@ -17,7 +17,7 @@ import { spawnLocalPeers } from '../src/node/peer/local-peers.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { MeteredLink, newMeter, type LinkMeter } from './metered-link.ts';
 import { meshnetWeightOptions, type MeshnetWeights } from './meshnet-weights.ts';
-import { resolveWeightSpec, type AccuracyLevel, type WeightSpec } from '../src/core/model/quant/weight-format.ts';
+import { parseWeightSpecName, resolveWeightSpec, type AccuracyLevel, type WeightSpec } from '../src/core/model/quant/weight-format.ts';
 import { partWeightBytes } from '../src/core/model/shard-artifact.ts';
 import { meshModel } from '../src/node/mesh-model.ts';
 import type { LocalModel } from '../src/node/local-model.ts';
@@ -39,6 +39,8 @@ export type MeasureSpec =
       readonly contextSize: number;
       /** Weight bytes a decode step reads from this GGUF. */
       readonly weightBytesPerToken: number;
+      /** `avx2`: an install that holds only ggml's CPU backends up to AVX2 (bench/llama-cpp/cpu-variant.ts); absent: the best one for this CPU. */
+      readonly cpuVariant?: 'avx2';
     });
 
 interface CommonSpec {
@@ -53,6 +55,8 @@ interface CommonSpec {
   readonly weights?: MeshnetWeights;
   /** MatMulNBits accuracy level for q8/q4 (absent: meshnet's default). */
   readonly accuracyLevel?: AccuracyLevel;
+  /** A whole weight spec by its canonical name (`q4-b64-acc4`, run.ts `--q4-specs`); overrides `weights`' defaults and `accuracyLevel`. */
+  readonly weightSpec?: string;
 }
 
 export interface MeasureResult {
@@ -97,11 +101,17 @@ export interface MeasureResult {
 /** The weight spec `spec` asks for (as meshnetWeightOptions, plus its accuracy level) and its packed bytes: what the artifacts hold. */
 function packedOf(model: LocalModel, spec: CommonSpec): NonNullable<MeasureResult['packed']> {
   const level = spec.accuracyLevel !== undefined ? { accuracyLevel: spec.accuracyLevel } : {};
-  const weights = resolveWeightSpec(model.checkpoint.config, 'fp32', { format: spec.weights ?? 'fp32', ...level });
+  const named = spec.weightSpec === undefined ? undefined : parseWeightSpecName(spec.weightSpec);
+  if (spec.weightSpec !== undefined && !named) throw new Error(`weightSpec: '${spec.weightSpec}' is not a weight spec name`);
+  const weights = named ?? resolveWeightSpec(model.checkpoint.config, 'fp32', { format: spec.weights ?? 'fp32', ...level });
   const mesh = meshModel(model, 'bench', 'fp32', weights);
   const lmHeadBytes = partWeightBytes(model.checkpoint.config, model.checkpoint.tensors, { kind: 'head' }, 'fp32', weights);
   return { weights, bytesPerLayer: mesh.bytesPerLayer, headBytes: mesh.headBytes, lmHeadBytes };
 }
+
+/** The engine options for `spec`'s weights: the format's defaults by name, or the exact spec (a level or a whole spec asked for). */
+const weightOptionsOf = (spec: CommonSpec, packed: NonNullable<MeasureResult['packed']>) =>
+  spec.accuracyLevel === undefined && spec.weightSpec === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights };
 
 /** The bytes a decode step reads in a compact format (its layers and LM head, packed); undefined for fp32 (the checkpoint's). */
 const packedPerToken = (packed: NonNullable<MeasureResult['packed']>, numLayers: number) =>
@@ -141,7 +151,7 @@ async function oneProcess(spec: MeasureSpec & { kind: 'one-process' }): Promise<
   const model = await openLocalModel(spec.model);
   const { numLayers, vocabSize } = model.checkpoint.config;
   const packed = packedOf(model, spec);
-  const weightOptions = spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights };
+  const weightOptions = weightOptionsOf(spec, packed);
   const pipeline = await loadLocalPipeline(model, { ranges: [{ start: 0, end: numLayers }], device: 'cpu', dtype: 'fp32', threads: spec.threads, spinning: spec.spinning, ...weightOptions });
   const loadMs = performance.now() - loadStart;
   const parts = instrument(pipeline);
@@ -179,7 +189,7 @@ async function pipelineOfPeers(spec: MeasureSpec & { kind: 'pipeline' }): Promis
     dtype: 'fp32',
     device: 'cpu',
     threads: spec.threads,
-    ...(spec.accuracyLevel === undefined ? meshnetWeightOptions(spec.weights) : { weights: packed.weights }),
+    ...weightOptionsOf(spec, packed),
     // A peer building and loading a 1B-shaped model's q4 layers on a loaded machine takes longer
     // than the defaults (30 s for ready, 60 s for a control answer such as assign's).
     readyTimeoutMs: 300_000,

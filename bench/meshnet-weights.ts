@@ -9,6 +9,7 @@
  * `loadLocalPipeline`'s options (one process) and in `startHead`'s options (pipelines; the
  * peers take what the head assigns). `meshnetWeightOptions` is the one place that spells it.
  */
+import { parseWeightSpecName } from '../src/core/model/quant/weight-format.ts';
 import { GENERATE_USAGE } from '../src/node/cli/generate-command.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 
@@ -37,4 +38,15 @@ export function meshnetWeightsInThisBuild(): { available: MeshnetWeights[]; unav
 /** The options that ask meshnet for `weights` (nothing for fp32, which every build serves). */
 export function meshnetWeightOptions(weights: MeshnetWeights | undefined): { readonly weights?: MeshnetWeights } {
   return weights === undefined || weights === 'fp32' ? {} : { weights };
+}
+
+/** `--q4-specs a,b`: q4 weight spec names (`q4-b64-acc4`), checked; undefined without the flag. */
+export function parseQ4Specs(value: string | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  const names = value.split(',').map((n) => n.trim());
+  for (const name of names) {
+    if (parseWeightSpecName(name)?.format !== 'q4') throw new Error(`--q4-specs: '${name}' is not a q4 weight spec name (such as q4-b32-acc4 or q4-b64-acc4)`);
+  }
+  if (new Set(names).size !== names.length) throw new Error(`--q4-specs: '${value}' names a spec twice`);
+  return names;
 }

@@ -13,7 +13,7 @@ function formatSummary(rows: readonly Row[]): { label: string; packedMiB?: numbe
     const isOne = r.kind === 'one-process' && !r.spinning;
     const isPeers = r.kind === 'pipeline' && r.label.startsWith('2 peers, relay') && !r.label.includes('RTT');
     if (!isOne && !isPeers) continue;
-    const label = `${r.weights}${r.accuracyLevel !== undefined ? ` level ${r.accuracyLevel}` : ''}`;
+    const label = `${r.weightSpec ?? r.weights}${r.accuracyLevel !== undefined ? ` level ${r.accuracyLevel}` : ''}`;
     const entry = out.get(label) ?? { label };
     if (r.packedBytesPerLayer !== undefined) entry.packedMiB = r.packedBytesPerLayer / MiB;
     if (isOne) entry.one = r;
@@ -142,8 +142,13 @@ export function renderMarkdown(report: BenchReport): string {
 
 /** meshnet per weight format against llama.cpp on the counterpart GGUF type, one process each. */
 function againstLlamaCpp(model: BenchReport['models'][number]): string[] {
-  const one = (weights: string) => model.rows.find((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights);
-  const llama = (weights: string) => model.rows.find((r) => r.kind === 'llama-cpp' && r.weights === weights);
+  // Each one-process row of the format at the default level: one per `--q4-specs` name, else the first.
+  const ones = (weights: string): (Row | undefined)[] => {
+    const all = model.rows.filter((r) => r.kind === 'one-process' && !r.spinning && r.weights === weights);
+    const named = all.filter((r) => r.weightSpec !== undefined);
+    return named.length ? named : [all[0]];
+  };
+  const llama = (weights: string) => model.rows.find((r) => r.label === `llama.cpp ${weights}`);
   const reason = (label: string) => model.unavailable.find((u) => u.label === label)?.reason ?? 'not measured';
   const cell = (row: Row | undefined, pick: (r: Row) => string, label: string) => (row ? pick(row) : `— (${reason(label)})`);
   const lines = [
@@ -154,16 +159,25 @@ function againstLlamaCpp(model: BenchReport['models'][number]): string[] {
   ];
   for (const weights of MESHNET_WEIGHTS) {
     const type = LLAMA_CPP_COUNTERPART[weights];
-    const ours = one(weights);
     const theirs = llama(type);
     if (!theirs && !model.ggufs.some((g) => g.weights === type) && weights === 'fp16') continue; // no F16 GGUF row in this bench
     const gguf = model.ggufs.find((g) => g.weights === type);
-    const both = (pick: (r: Row) => number, digits = 0) => `${ours ? fixed(pick(ours), digits) : '—'} / ${theirs ? fixed(pick(theirs), digits) : '—'}`;
-    lines.push(
-      `| ${weights} | ${cell(ours, (r) => fixed(r.decodeTokensPerSecond), `meshnet, one process${weights === 'fp32' ? '' : `, ${weights}`}`)} | ${type} | ${cell(theirs, (r) => fixed(r.decodeTokensPerSecond), `llama.cpp ${type}`)} | ` +
-        `${ours && theirs ? `${fixed(ours.decodeTokensPerSecond / theirs.decodeTokensPerSecond, 2)}×` : '—'} | ${both((r) => r.ttftShortMs)} | ${both((r) => r.ttftLongMs)} | ${both((r) => r.peakRss[0].bytes / MiB)} | ${gguf ? fixed(gguf.fileBytes / MiB) : '—'} |`,
-    );
+    for (const ours of ones(weights)) {
+      const both = (pick: (r: Row) => number, digits = 0) => `${ours ? fixed(pick(ours), digits) : '—'} / ${theirs ? fixed(pick(theirs), digits) : '—'}`;
+      lines.push(
+        `| ${ours?.weightSpec ?? weights} | ${cell(ours, (r) => fixed(r.decodeTokensPerSecond), `meshnet, one process${weights === 'fp32' ? '' : `, ${weights}`}`)} | ${type} | ${cell(theirs, (r) => fixed(r.decodeTokensPerSecond), `llama.cpp ${type}`)} | ` +
+          `${ours && theirs ? `${fixed(ours.decodeTokensPerSecond / theirs.decodeTokensPerSecond, 2)}×` : '—'} | ${both((r) => r.ttftShortMs)} | ${both((r) => r.ttftLongMs)} | ${both((r) => r.peakRss[0].bytes / MiB)} | ${gguf ? fixed(gguf.fileBytes / MiB) : '—'} |`,
+      );
+    }
   }
+  // `--llama-cpp-avx2`: llama.cpp on its AVX2 kernels, beside each meshnet row of the same format.
+  for (const avx2 of model.rows.filter((r) => r.kind === 'llama-cpp' && r.label.endsWith(', avx2 kernels'))) {
+    const weights = MESHNET_WEIGHTS.find((w) => LLAMA_CPP_COUNTERPART[w] === avx2.weights);
+    const ours = weights ? ones(weights).filter((r): r is Row => r !== undefined) : [];
+    lines.push('', `${avx2.label} (its CPU backends up to AVX2 only): ${fixed(avx2.decodeTokensPerSecond)} tok/s${ours.map((r) => `; meshnet ${r.weightSpec ?? r.weights} ÷ it ${fixed(r.decodeTokensPerSecond / avx2.decodeTokensPerSecond, 2)}×`).join('')}.`);
+  }
+  const engines = model.rows.filter((r) => r.kind === 'llama-cpp' && r.devices?.length);
+  if (engines.length) lines.push('', ...engines.map((r) => `- ${r.label}: ${r.devices!.join('; ')}`));
   const fallbacks = model.ggufs.filter((g) => g.fallbacks.length);
   if (fallbacks.length) lines.push('', `GGUF tensors in F16 because their rows are not whole 32-value blocks: ${fallbacks.map((g) => `${g.weights}: ${g.fallbacks.join(', ')}`).join('; ')}.`);
   return lines;

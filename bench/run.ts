@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp] [--models A,B]`:
+ * `npm run bench [-- --quick] [--link-delay-ms N[,N…]] [--cold] [--rounds N] [--threads N] [--decode-tokens N] [--skip-llama-cpp] [--models A,B] [--q4-specs q4-b32-acc4,q4-b64-acc4] [--llama-cpp-avx2]`:
  * meshnet against transformers.js, llama.cpp and the machine's memory bandwidth, in one run.
  *
  * Models (`--models`, default `stories260k,smollm2-135m-shaped`): test/fixtures/models/stories260k,
@@ -7,6 +7,11 @@
  * Llama-3.2-1B-shaped bf16 one (2.47 GB, written once into bench/.cache): bandwidth-bound,
  * so it runs q8 and q4 only (one process and 2 relay peers) beside llama.cpp Q8_0 and Q4_0,
  * with no fp32 or transformers.js rows (an fp32 export of it would be 5 GB).
+ * `--q4-specs` (bandwidth-bound models only): their q4 one-process row once per weight spec
+ * name listed (block size and accuracy level, each row a process of its own), and the 2-peer
+ * row in the first one listed; without it, one q4 row in meshnet's default spec.
+ * `--llama-cpp-avx2`: every llama.cpp row also on its CPU backends up to AVX2 only
+ * (bench/llama-cpp/cpu-variant.ts), beside the one on the best backend for this CPU.
  * Configurations (each in its own process, see bench/measure.ts): meshnet in one process,
  * once per weight format this build serves (bench/meshnet-weights.ts; the others are listed
  * as not available); pipelines of 2 and 3 local peer processes over relay and direct links
@@ -29,9 +34,10 @@ import { exportForTransformers } from './export-transformers.ts';
 import { GEMMA_3_1B_SHAPE, generateCheckpoint, LLAMA_3_2_1B_SHAPE } from './generate-checkpoint.ts';
 import type { GgufWeights } from './gguf/llama-gguf.ts';
 import { cachedGguf, type CachedGguf } from './llama-cpp/gguf-cache.ts';
+import { avx2Install } from './llama-cpp/cpu-variant.ts';
 import { ensureNodeLlamaCpp, NODE_LLAMA_CPP_VERSION, type LlamaCppInstall } from './llama-cpp/install.ts';
 import type { MeasureResult, MeasureSpec } from './measure.ts';
-import { meshnetWeightsInThisBuild } from './meshnet-weights.ts';
+import { meshnetWeightsInThisBuild, parseQ4Specs } from './meshnet-weights.ts';
 import { bestOf, rowLabel, summarize, type BenchReport, type ModelReport, type UnavailableRow } from './report.ts';
 import { renderMarkdown } from './report-markdown.ts';
 
@@ -49,6 +55,8 @@ const { values } = parseArgs({
     rounds: { type: 'string' },
     'skip-llama-cpp': { type: 'boolean', default: false },
     models: { type: 'string', default: 'stories260k,smollm2-135m-shaped' },
+    'q4-specs': { type: 'string' },
+    'llama-cpp-avx2': { type: 'boolean', default: false },
   },
 });
 /** What a model's rows are: every configuration, or (bandwidth-bound models) the compact formats only. */
@@ -61,6 +69,7 @@ interface ModelPlan {
   /** Bandwidth-bound models: the compact formats measured (default q8 and q4). */
   readonly formats?: readonly ('q8' | 'q4')[];
 }
+const q4Specs = parseQ4Specs(values['q4-specs']);
 const BENCH_MODELS = ['stories260k', 'smollm2-135m-shaped', 'llama-3.2-1b-shaped', 'gemma-3-1b-shaped'] as const;
 const benchModels = values.models!.split(',').map((m) => m.trim());
 for (const m of benchModels) if (!(BENCH_MODELS as readonly string[]).includes(m)) throw new Error(`--models: '${m}' is not one of ${BENCH_MODELS.join(', ')}`);
@@ -115,15 +124,24 @@ function configurations(model: string, exportDir: string, longPrompt: number, gg
   // like with like.
   const common = { model, threads, decodeTokens, longPrompt, repeats, spinning: false };
   const llamaSpecs = (): MeasureSpec[] =>
-    llama ? ggufs.map((gguf) => ({ ...common, kind: 'llama-cpp', gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken })) : [];
+    llama
+      ? ggufs.flatMap((gguf) => {
+          const spec = { ...common, kind: 'llama-cpp' as const, gguf: gguf.path, ggufWeights: gguf.weights, moduleDir: llama.dir, vocabSize: llama.vocabSize, contextSize: llama.contextSize, weightBytesPerToken: gguf.weightBytesPerToken };
+          return llamaAvx2?.ok ? [spec, { ...spec, moduleDir: llamaAvx2.dir, cpuVariant: 'avx2' as const }] : [spec];
+        })
+      : [];
   if (!plan.full) {
-    // Bandwidth-bound: q8 and q4, one process and 2 relay peers each.
+    // Bandwidth-bound: q8 and q4, one process and 2 relay peers each; q4 once per `--q4-specs` name
+    // in one process, and its 2 peers in the first name.
     const formats: readonly string[] = plan.formats ?? ['q8', 'q4'];
     const compactFormats = meshnetWeights.available.filter((w) => formats.includes(w));
-    const specs: MeasureSpec[] = compactFormats.flatMap((weights): MeasureSpec[] => [
-      { ...common, kind: 'one-process', weights },
-      { ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, weights },
-    ]);
+    const specs: MeasureSpec[] = compactFormats.flatMap((weights): MeasureSpec[] => {
+      const named = weights === 'q4' && q4Specs ? q4Specs.map((weightSpec) => ({ weights, weightSpec })) : [{ weights }];
+      return [
+        ...named.map((w): MeasureSpec => ({ ...common, kind: 'one-process', ...w })),
+        { ...common, kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0, ...named[0] },
+      ];
+    });
     return [...specs, ...llamaSpecs()];
   }
   const compact = plan.compact;
@@ -212,7 +230,7 @@ async function benchModel(name: string, dir: string, plan: ModelPlan): Promise<M
 
 const started = performance.now();
 if (values.cold) await rm(CACHE, { recursive: true, force: true });
-log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens, ${repeats} rounds${linkDelaysMs ? `, link delay ${linkDelaysMs.join(', ')} ms RTT` : ''}`);
+log(`${quick ? 'quick' : 'full'} run, ${threads} threads per process, ${decodeTokens} decode tokens, ${repeats} rounds${linkDelaysMs ? `, link delay ${linkDelaysMs.join(', ')} ms RTT` : ''}${q4Specs ? `, bandwidth-bound q4 as ${q4Specs.join(', ')}` : ''}`);
 const meshnetWeights = meshnetWeightsInThisBuild();
 log(`meshnet weight formats: ${meshnetWeights.available.join(', ')}${meshnetWeights.unavailable.length ? `; ${meshnetWeights.unavailable.map((u) => `${u.weights} ${u.reason}`).join('; ')}` : ''}`);
 const llamaCpp: LlamaCppInstall = values['skip-llama-cpp']
@@ -220,6 +238,8 @@ const llamaCpp: LlamaCppInstall = values['skip-llama-cpp']
   : await ensureNodeLlamaCpp(undefined, log);
 if (!llamaCpp.ok) log(`llama.cpp rows skipped: ${llamaCpp.reason}`);
 else log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION} from ${path.relative(process.cwd(), llamaCpp.dir) || llamaCpp.dir}, prebuilt CPU binary, ${threads} threads`);
+const llamaAvx2 = llamaCpp.ok && values['llama-cpp-avx2'] ? await avx2Install(llamaCpp.dir) : undefined;
+if (llamaAvx2) log(llamaAvx2.ok ? `llama.cpp AVX2 kernels: ${path.relative(process.cwd(), llamaAvx2.dir) || llamaAvx2.dir} (the install without its AVX-512/VNNI/AMX CPU backends)` : `--llama-cpp-avx2: no AVX2 rows: ${llamaAvx2.reason}`);
 const bandwidth = await measureBandwidth();
 log(`memory bandwidth (copy, read+write): ${(bandwidth.oneStream / 1e9).toFixed(1)} GB/s one stream, ${(bandwidth.allStreams / 1e9).toFixed(1)} GB/s ${bandwidth.streams} streams`);
 log('grammar mask cost per token (xgrammar, 49,152 and 151,936 vocabularies)');

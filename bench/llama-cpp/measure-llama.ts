@@ -16,6 +16,7 @@
  */
 import type { MeasureResult, MeasureSpec } from '../measure.ts';
 import { measureRequests, ownPeakRss, timed, type Generate } from '../requests.ts';
+import { cpuFeatures } from './cpu-variant.ts';
 import { type LlamaContextSequence, loadLlamaCpp } from './node-llama-cpp.ts';
 
 export interface LlamaCheckSpec {
@@ -73,7 +74,7 @@ async function measure(spec: MeasureSpec & { kind: 'llama-cpp' }): Promise<Measu
       peakRssBytes: ownPeakRss(),
       peers: [],
       hops: [],
-      devices: [`llama.cpp ${llama.buildType} CPU, ${context.currentThreads} threads, context ${context.contextSize}`],
+      devices: [`llama.cpp ${llama.buildType} CPU (${cpuFeatures(llama.systemInfo).join(' ')}), ${context.currentThreads} threads, context ${context.contextSize}`],
       weightBytesPerToken: spec.weightBytesPerToken,
     };
   } finally {

@@ -40,6 +40,8 @@ export interface Llama {
   readonly buildType: string;
   readonly gpu: string | false;
   readonly cpuMathCores: number;
+  /** llama.cpp's system info line (`CPU : SSE3 = 1 | AVX2 = 1 | … | REPACK = 1 |`): the features of the CPU backend it loaded. */
+  readonly systemInfo: string;
   loadModel(options: { modelPath: string; gpuLayers: number; useMmap?: boolean }): Promise<LlamaModel>;
   dispose(): Promise<void>;
 }

@@ -8,6 +8,8 @@ import type { ModelConfig } from '../../src/core/model/types.ts';
 import { weightSpec } from '../../src/core/model/quant/weight-format.ts';
 import type { MeasureResult, MeasureSpec } from '../../bench/measure.ts';
 import { summarize, type ModelReport } from '../../bench/report.ts';
+import { renderMarkdown } from '../../bench/report-markdown.ts';
+import { parseQ4Specs } from '../../bench/meshnet-weights.ts';
 
 const MiB = 2 ** 20;
 const config = { numLayers: 30, hiddenSize: 576, numHeads: 9, numKvHeads: 3, vocabSize: 49152, tieWordEmbeddings: true } as ModelConfig;
@@ -70,5 +72,46 @@ describe('bench report, compact weights', () => {
     expect(growth(80).met).toBe(true);
     expect(growth(90).met).toBe(false);
     expect(growth(80).measured).toMatch(/local-1 \[0, 15\): \+80 MiB for 33\.0 MiB of q4 layers \(limit 86\)/);
+  });
+
+  it('--q4-specs: one q4 row and one llama.cpp target per named spec; the 2 peers against the one process of their own spec', () => {
+    expect(parseQ4Specs('q4-b32-acc4,q4-b64-acc4')).toEqual(['q4-b32-acc4', 'q4-b64-acc4']);
+    expect(parseQ4Specs(undefined)).toBeUndefined();
+    expect(() => parseQ4Specs('q4-b64')).toThrow(/not a q4 weight spec name/);
+    expect(() => parseQ4Specs('q8-b32-acc4')).toThrow(/not a q4 weight spec name/);
+    expect(() => parseQ4Specs('q4-b64-acc4,q4-b64-acc4')).toThrow(/twice/);
+    const named = (weightSpec: string) => ({ ...common, weights: 'q4' as const, weightSpec });
+    const llama = { ...common, kind: 'llama-cpp' as const, gguf: 'g', ggufWeights: 'Q4_0' as const, moduleDir: 'd', vocabSize: 262144, contextSize: 128, weightBytesPerToken: 1 };
+    const r = summarize({
+      startedAt: 'now', durationS: 1, quick: true, threads: 1, decodeTokens: 8, repeats: 1, machine: {},
+      bandwidth: { oneStream: 1e10, allStreams: 2e10, streams: 2 },
+      llamaCpp: { version: '—', status: 'measured' },
+      meshnetWeights: { available: ['fp32', 'fp16', 'q8', 'q4'], unavailable: [] },
+      models: [
+        model('gemma-3-1b-shaped', [
+          result({ ...named('q4-b32-acc4'), kind: 'one-process' }, 17, { packed: packed('q4', 10 * MiB) }),
+          result({ ...named('q4-b64-acc4'), kind: 'one-process' }, 20, { packed: packed('q4', 9 * MiB) }),
+          result({ ...named('q4-b64-acc4'), kind: 'pipeline', peers: 2, link: 'relay', linkDelayMs: 0 }, 19, { packed: packed('q4', 9 * MiB), hops: [hop('local-1'), hop('local-2')] }),
+          result(llama, 20),
+          result({ ...llama, moduleDir: 'd-avx2', cpuVariant: 'avx2' }, 8, { devices: ['llama.cpp prebuilt CPU (AVX AVX2 F16C FMA), 1 threads, context 128'] }),
+        ]),
+      ],
+    });
+    const rows = r.models[0].rows;
+    expect(rows.map((row) => row.label)).toEqual(['meshnet, one process, q4-b32-acc4', 'meshnet, one process, q4-b64-acc4', '2 peers, relay, q4-b64-acc4', 'llama.cpp Q4_0', 'llama.cpp Q4_0, avx2 kernels']);
+    expect(rows[2].vsOneProcess).toBeCloseTo(0.95);
+    expect(rows[0].vsLlamaCpp).toBeCloseTo(0.85);
+    const target = (spec: string) => r.targets.find((t) => t.target.startsWith(`gemma-3-1b-shaped: meshnet ${spec} ≥ 0.9× llama.cpp Q4_0`))!;
+    expect(target('q4-b32-acc4').met).toBe(false);
+    expect(target('q4-b64-acc4')).toMatchObject({ met: true, measured: '1.00× (20.0 / 20.0 tok/s)' });
+    expect(r.targets.filter((t) => t.target === 'gemma-3-1b-shaped, 2 peers, relay, q4-b64-acc4: ≥ 90% of one-process decode tokens/s').map((t) => t.met)).toEqual([true]);
+    // Alone in a run, a bandwidth-bound model takes none of the SmolLM2-shaped model's targets (q8, ≥ 0.8×).
+    expect(r.targets.filter((t) => /q8|0\.8×/.test(t.target))).toEqual([]);
+    const markdown = renderMarkdown(r);
+    expect(markdown).toMatch(/\| q4-b32-acc4 \| 17\.0 \| Q4_0 \| 20\.0 \| 0\.85× \|/);
+    expect(markdown).toMatch(/\| q4-b64-acc4 \| 20\.0 \| Q4_0 \| 20\.0 \| 1\.00× \|/);
+    // --llama-cpp-avx2: beside the table, never the counterpart.
+    expect(markdown).toContain('llama.cpp Q4_0, avx2 kernels (its CPU backends up to AVX2 only): 8.0 tok/s; meshnet q4-b32-acc4 ÷ it 2.13×; meshnet q4-b64-acc4 ÷ it 2.50×.');
+    expect(markdown).toContain('- llama.cpp Q4_0, avx2 kernels: llama.cpp prebuilt CPU (AVX AVX2 F16C FMA), 1 threads, context 128');
   });
 });
