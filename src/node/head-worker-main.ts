@@ -16,7 +16,7 @@ import { nodeLoaderOptions } from './ort-node-runtime.ts';
 import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest, PickJobs } from './head-worker.ts';
 
 const port = parentPort!;
-/** The sequences' samplers that pick rows beside the LM head (head-worker-sampler.ts). */
+/** The sequences' samplers that pick rows beside the LM head (channel-sampler.ts). */
 const samplers = new SamplerHost();
 
 const data = workerData as HeadWorkerData;

@@ -16,7 +16,7 @@ import { validateSamplingParams, type SamplerFactory, type VerifiedSample } from
 import { checkPickedBlock, pickHere, type HeadBlock, type HeadBlockResult } from '../core/runtime/head-pick.ts';
 import type { HeadRunner } from '../core/runtime/ort-head-runner.ts';
 import type { Activations } from '../core/runtime/shard-executor.ts';
-import { HeadWorkerSampler, type SamplerChannel } from './head-worker-sampler.ts';
+import { ChannelSampler, type SamplerChannel } from './channel-sampler.ts';
 import { FROM_SOURCES } from './package-files.ts';
 import { rebuiltSampleError, type SampleFailure, type SampleResult, type SamplerCall } from './sampler-host.ts';
 
@@ -170,7 +170,7 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
   readonly samplers: SamplerFactory = (params, vocabSize) => {
     const valid = validateSamplingParams(params); // refused here, at once, as a local Sampler would
     if (!Number.isSafeInteger(vocabSize) || vocabSize < 1) throw new RangeError(`vocabSize must be a positive integer, got ${vocabSize}`);
-    return new HeadWorkerSampler(this, this.nextHandle++, valid, vocabSize);
+    return new ChannelSampler(this, this.nextHandle++, valid, vocabSize);
   };
 
   async logits(hidden: Activations, rows?: readonly number[]): Promise<Float32Array> {
@@ -185,7 +185,7 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
     // A pick by one of this worker's samplers is sampled there; any other pick (a sampler made
     // elsewhere) gets its row back and is sampled here, as `sample` would.
     blocks.forEach(checkPickedBlock);
-    const picks = blocks.map((b) => (b.pick?.sampler instanceof HeadWorkerSampler && b.pick.sampler.channel === this ? { ...b.pick.sampler.call(b.pick.history, b.pick.mask), drafts: b.pick.drafts } : undefined));
+    const picks = blocks.map((b) => (b.pick?.sampler instanceof ChannelSampler && b.pick.sampler.channel === this ? { ...b.pick.sampler.call(b.pick.history, b.pick.mask), drafts: b.pick.drafts } : undefined));
     // The hidden states are copied (structured clone): the caller's buffers stay its own.
     const hiddens = blocks.map(({ hidden: h }) => ({ dtype: h.dtype, data: h.data, tokens: h.tokens, hiddenSize: h.hiddenSize }));
     const id = this.nextId++;
@@ -206,7 +206,8 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
     });
   }
 
-  async sample(call: SamplerCall, logits: Float32Array): Promise<VerifiedSample> {
+  async sample(call: SamplerCall, row: Float32Array): Promise<VerifiedSample> {
+    const logits = row.slice(); // transferred
     const id = this.nextId++;
     const elsewhere = this.samplerWorker ? this.expectPicks(id) : undefined;
     const reply = await this.call({ id, op: 'sample', calls: [call], logits: [logits] }, [logits.buffer as ArrayBuffer]);

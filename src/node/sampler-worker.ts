@@ -10,15 +10,16 @@
  *
  * The calls made in one turn travel as one message, and their answers come back as one, so
  * the sessions one LM-head run released continue together in one turn and their next steps
- * still leave in one batched frame (BatchingLink). Greedy sampling without penalties, logprobs
- * or a mask is one argmax pass with no state and stays on the calling thread (no copy).
+ * still leave in one batched frame (BatchingLink). Each sequence's sampler is a ChannelSampler
+ * (channel-sampler.ts): greedy sampling without penalties, logprobs or a mask is one argmax pass
+ * with no state and stays on the calling thread (no copy).
  */
 import { Worker } from 'node:worker_threads';
-import { isPlainGreedy, Sampler, validateSamplingParams, type SamplerFactory, type SampledToken, type SamplingParams, type SequenceSampler, type TokenHistory, type TokenMask, type VerifiedSample } from '../core/sampling/index.ts';
-import type { DraftToken } from '../core/sampling/speculative.ts';
+import { validateSamplingParams, type SamplerFactory, type VerifiedSample } from '../core/sampling/index.ts';
 import { nextTurn } from '../core/runtime/next-turn.ts';
+import { ChannelSampler, type SamplerChannel } from './channel-sampler.ts';
 import { FROM_SOURCES } from './package-files.ts';
-import { NO_HISTORY, rebuiltSampleError, type SampleResult, type SamplerCall } from './sampler-host.ts';
+import { rebuiltSampleError, type SampleResult, type SamplerCall } from './sampler-host.ts';
 
 const WORKER_ENTRY = new URL(FROM_SOURCES ? './sampler-worker.mjs' : './sampler-worker-main.js', import.meta.url);
 
@@ -49,7 +50,7 @@ interface Pending {
 }
 
 /** The head's one sampler worker; `factory` makes its sequences' samplers. Started on first use. */
-export class SamplerWorker {
+export class SamplerWorker implements SamplerChannel {
   private worker: Worker | undefined;
   private queue: Pending[] = [];
   private disposals: number[] = [];
@@ -70,7 +71,7 @@ export class SamplerWorker {
   readonly factory: SamplerFactory = (params, vocabSize) => {
     const valid = validateSamplingParams(params); // refused here, at once, as a local Sampler would
     if (!Number.isSafeInteger(vocabSize) || vocabSize < 1) throw new RangeError(`vocabSize must be a positive integer, got ${vocabSize}`);
-    return new WorkerSampler(this, this.nextHandle++, valid, vocabSize);
+    return new ChannelSampler(this, this.nextHandle++, valid, vocabSize);
   };
 
   /** Queues one call; it leaves with every other call made in this turn. */
@@ -82,15 +83,21 @@ export class SamplerWorker {
     });
   }
 
+  /** Queues `call` with a copy of `row` (in a buffer the worker handed back: transferred, and it comes back). */
+  sample(call: SamplerCall, row: Float32Array): Promise<VerifiedSample> {
+    return this.submit({ ...call, logits: this.copyOf(row) });
+  }
+
   /** A copy of `row` in a buffer the worker handed back, or a new one. */
-  copyOf(row: Float32Array): Float32Array {
+  private copyOf(row: Float32Array): Float32Array {
     const copy = this.spare.get(row.length)?.pop() ?? new Float32Array(row.length);
     copy.set(row);
     return copy;
   }
 
-  release(handle: number, opened: boolean): void {
-    if (this.closed || !opened) return;
+  /** Frees a sequence's Sampler in the worker (its sampler calls this only once it opened one). */
+  release(handle: number): void {
+    if (this.closed) return;
     this.disposals.push(handle);
     this.schedule();
   }
@@ -158,55 +165,5 @@ export class SamplerWorker {
       if (this.worker === worker) fail(new Error(`the sampler worker exited (code ${code})`));
     });
     return worker;
-  }
-}
-
-/** One sequence's sampler, its state in the worker; see the file's header. */
-class WorkerSampler implements SequenceSampler {
-  private opened = false;
-  private disposed = false;
-  private local: Sampler | undefined;
-  private readonly plainGreedy: boolean;
-  private readonly penalized: boolean;
-
-  constructor(
-    private readonly pool: SamplerWorker,
-    private readonly handle: number,
-    private readonly params: SamplingParams,
-    private readonly vocabSize: number,
-  ) {
-    this.plainGreedy = isPlainGreedy(params);
-    this.penalized = params.repetitionPenalty !== 1 || params.presencePenalty !== 0 || params.frequencyPenalty !== 0;
-  }
-
-  sample(logits: Float32Array, history: TokenHistory, mask?: TokenMask): SampledToken | Promise<SampledToken> {
-    if (this.plainGreedy && !mask) return (this.local ??= new Sampler(this.params, this.vocabSize)).sample(logits, history);
-    return this.call(logits, history, undefined, mask);
-  }
-
-  verify(logits: Float32Array, history: TokenHistory, draft: DraftToken, mask?: TokenMask): VerifiedSample | Promise<VerifiedSample> {
-    if (this.plainGreedy && !mask) return (this.local ??= new Sampler(this.params, this.vocabSize)).verify(logits, history, draft);
-    return this.call(logits, history, draft, mask);
-  }
-
-  dispose(): void {
-    if (this.disposed) return;
-    this.disposed = true;
-    this.pool.release(this.handle, this.opened);
-  }
-
-  private call(logits: Float32Array, history: TokenHistory, draft: DraftToken | undefined, mask: TokenMask | undefined): Promise<VerifiedSample> {
-    if (this.disposed) return Promise.reject(new Error('the sampler is disposed'));
-    if (logits.length !== this.vocabSize) return Promise.reject(new RangeError(`expected ${this.vocabSize} logits, got ${logits.length}`));
-    const open = this.opened ? undefined : { params: this.params, vocabSize: this.vocabSize };
-    this.opened = true;
-    return this.pool.submit({
-      handle: this.handle,
-      open,
-      logits: this.pool.copyOf(logits), // a copy of the row: its buffer is transferred, and comes back
-      history: this.penalized ? { prompt: history.prompt, generated: history.generated } : NO_HISTORY,
-      draft,
-      mask: mask?.slice(),
-    });
   }
 }

@@ -104,7 +104,7 @@ export interface HeadOptions {
   readonly batching?: boolean;
   /**
    * Where tokens are sampled: `worker` (default: in the head worker beside the LM head,
-   * head-worker-sampler.ts; with `headThread: 'main'`, in the sampler worker, sampler-worker.ts)
+   * channel-sampler.ts; with `headThread: 'main'`, in the sampler worker, sampler-worker.ts)
    * or `main`, the event loop itself (what the head did before; `npm run bench:event-loop`
    * measures one against the other).
    */
@@ -238,7 +238,7 @@ export async function startHead(options: HeadOptions): Promise<RunningHead> {
   const limits = generationLimits(config, options.tokenizer, naturalEnd);
   const s = options.sessions ?? {};
   const verifier = s.verifyFraction ? new HopVerifier({ fraction: s.verifyFraction, source: mesh, rng: s.verifyRng, onResult: s.onVerify }) : undefined;
-  // Sampling off the event loop: beside the LM head in the head worker (head-worker-sampler.ts),
+  // Sampling off the event loop: beside the LM head in the head worker (channel-sampler.ts),
   // so a decode step's logits never reach this thread; with the head here, in the sampler worker.
   const samplerWorker = options.samplingThread === 'main' || loadedHead instanceof WorkerHeadRunner ? undefined : new SamplerWorker();
   const samplers = options.samplingThread === 'main' ? undefined : loadedHead instanceof WorkerHeadRunner ? loadedHead.samplers : samplerWorker!.factory;

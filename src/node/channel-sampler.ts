@@ -1,5 +1,7 @@
 /**
- * A sequence's sampler that lives in the head worker (head-worker.ts), beside the LM head: a
+ * A sequence's sampler whose state lives in a worker, reached through a `SamplerChannel`: the
+ * head's runner (head-worker.ts, picks sampled beside the LM head) or the sampler worker
+ * (sampler-worker.ts, with the head on the main thread). With the head worker: a
  * decode step's row is sampled there (`WorkerHeadRunner.startBlocks` with a pick), so neither the
  * row (0.6 MB at a 151,936-token vocabulary) nor its argmax or exp() passes reach the event
  * loop, and the only message back is the token. A row that is already here (a speculative
@@ -13,13 +15,13 @@ import { NO_HISTORY, type SamplerCall } from './sampler-host.ts';
 
 /** What a head-worker sampler needs of its runner. */
 export interface SamplerChannel {
-  /** Samples `logits` (a copy, transferred) with the call in the worker. */
-  sample(call: SamplerCall, logits: Float32Array): Promise<VerifiedSample>;
+  /** Samples a copy of `row` ([vocab]; the caller's stays its own) with the call in the worker. */
+  sample(call: SamplerCall, row: Float32Array): Promise<VerifiedSample>;
   /** Frees the worker's Sampler `handle` (after the calls already sent). */
   release(handle: number): void;
 }
 
-export class HeadWorkerSampler implements SequenceSampler {
+export class ChannelSampler implements SequenceSampler {
   private opened = false;
   private disposed = false;
   private local: Sampler | undefined;
@@ -68,6 +70,6 @@ export class HeadWorkerSampler implements SequenceSampler {
 
   private async remote(logits: Float32Array, history: TokenHistory, draft: DraftToken | undefined, mask: TokenMask | undefined): Promise<VerifiedSample> {
     if (logits.length !== this.vocabSize) throw new RangeError(`expected ${this.vocabSize} logits, got ${logits.length}`);
-    return this.channel.sample(this.call(history, mask, draft), logits.slice());
+    return this.channel.sample(this.call(history, mask, draft), logits);
   }
 }
