@@ -25,6 +25,12 @@ export const PEER_USAGE = `meshnet peer [--head ws://HOST:PORT/peer/ws] [options
                        request with the same prompt prefix skips it (default 256; 0: off)
   --join-token T       the mesh's join token (or MESHNET_JOIN_TOKEN)
   --threads N          onnxruntime threads per shard
+  --shard-thread T     main|worker (default main, or MESHNET_SHARD_THREAD): where the
+                       shard runs. main: on the thread that holds the sockets, so a frame
+                       reaches onnxruntime and its answer the socket with no thread
+                       hand-off; control messages and signals wait for a run to end.
+                       worker: in a worker thread, which keeps the sockets answering
+                       during a run at the cost of two hand-offs per frame
   --peer-id ID         name shown on the head (default node-<host>-<pid>); 'head' is
                        reserved, and an id a connected peer holds is refused
   --once               exit when the head connection ends (the head's --local-peers do);
@@ -49,6 +55,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
       'prefix-cache': { type: 'string' },
       'join-token': { type: 'string' },
       threads: { type: 'string' },
+      'shard-thread': { type: 'string' },
       'peer-id': { type: 'string' },
       once: { type: 'boolean' },
     },
@@ -77,7 +84,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     joinToken,
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],
-    worker: true,
+    worker: parseChoice('shard-thread', values['shard-thread'] ?? (process.env.MESHNET_SHARD_THREAD || undefined), ['main', 'worker'], 'main') === 'worker',
     // A lost head connection is dialled again (back-off with jitter) until SIGINT/SIGTERM or a
     // refusal that cannot change; the loaded ranges and artifacts stay for the head's return.
     reconnect: values.once ? undefined : DEFAULT_RECONNECT,
