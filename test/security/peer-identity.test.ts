@@ -194,19 +194,21 @@ describe('meshnet peer exits non-zero with the reason', () => {
   const peerArgs = (...extra: string[]) => ['peer', '--head', serving.head.peerUrl, '--device', 'cpu', '--threads', '1', '--memory-budget', '256', ...extra];
   const env = { MESHNET_JOIN_TOKEN: JOIN_TOKEN };
 
-  it('an empty --join-token or MESHNET_JOIN_TOKEN: usage error (2) before it starts; refused at hello (duplicate, head, wrong token): 1', async () => {
-    const [emptyFlag, emptyEnv, duplicate, reserved, wrong] = await Promise.all([
+  it('an empty --join-token or MESHNET_JOIN_TOKEN, or an unknown --shard-thread: usage error (2) before it starts; refused at hello (duplicate, head, wrong token): 1', async () => {
+    const [emptyFlag, emptyEnv, duplicate, reserved, wrong, thread] = await Promise.all([
       runCli(peerArgs('--join-token', '', '--peer-id', 'x1'), env, 30_000),
       runCli(peerArgs('--peer-id', 'x2'), { MESHNET_JOIN_TOKEN: '' }, 30_000),
       runCli(peerArgs('--peer-id', 'dup'), env, 30_000),
       runCli(peerArgs('--peer-id', 'head'), env, 30_000),
       runCli(peerArgs('--peer-id', 'x3', '--join-token', 'wrong'), env, 30_000),
+      runCli(peerArgs('--peer-id', 'x4', '--shard-thread', 'gpu'), env, 30_000),
     ]);
     expect([emptyFlag.code, emptyFlag.stderr]).toEqual([2, expect.stringContaining('meshnet peer: --join-token is empty')]);
     expect([emptyEnv.code, emptyEnv.stderr]).toEqual([2, expect.stringContaining('meshnet peer: MESHNET_JOIN_TOKEN is empty')]);
     expect([duplicate.code, duplicate.stderr]).toEqual([1, expect.stringContaining("the head refused this peer (peer_id_taken): peer id 'dup' is held by a connected peer that still answers")]);
     expect([reserved.code, reserved.stderr]).toEqual([1, expect.stringContaining("(peer_id_taken): the peer id 'head' is reserved")]);
     expect([wrong.code, wrong.stderr]).toEqual([1, expect.stringContaining('(unauthorized): the join token is wrong')]);
+    expect([thread.code, thread.stderr]).toEqual([2, expect.stringContaining("--shard-thread: 'gpu' is not one of main, worker")]);
     expect(serving.head.mesh.peers.map((p) => p.id).sort()).toEqual(['dup', 'restarted']);
   }, 60_000);
 });

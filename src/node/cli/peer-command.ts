@@ -70,6 +70,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     const where = values['join-token'] === '' ? '--join-token' : 'MESHNET_JOIN_TOKEN';
     throw new UsageError(`${where} is empty: pass the join token the head printed, or leave it out (a head on this machine that generated its token admits local peers without one)`);
   }
+  const shardThread = parseChoice('shard-thread', values['shard-thread'] ?? (process.env.MESHNET_SHARD_THREAD || undefined), ['main', 'worker'], 'main');
   const waitMs = parseNumber('discover-wait', values['discover-wait'], DEFAULT_BROWSE_MS / 1000, (n) => n > 0 && n <= 60) * 1000;
   const headUrl = values.head ?? (await discoverHead({ waitMs, interactive: process.stdin.isTTY === true && process.stderr.isTTY === true, log }));
   const budgetMb = parseInteger('memory-budget', values['memory-budget'], Math.floor(os.freemem() / 2 / 2 ** 20), 1);
@@ -84,7 +85,7 @@ export async function peerCommand(argv: string[]): Promise<void> {
     joinToken,
     threads: values.threads === undefined ? undefined : parseInteger('threads', values.threads, 1, 1),
     peerId: values['peer-id'],
-    worker: parseChoice('shard-thread', values['shard-thread'] ?? (process.env.MESHNET_SHARD_THREAD || undefined), ['main', 'worker'], 'main') === 'worker',
+    worker: shardThread === 'worker',
     // A lost head connection is dialled again (back-off with jitter) until SIGINT/SIGTERM or a
     // refusal that cannot change; the loaded ranges and artifacts stay for the head's return.
     reconnect: values.once ? undefined : DEFAULT_RECONNECT,
