@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import { loadTokenizer } from '../../src/node/tokenizer-files.ts';
 import { spawnLocalPeers } from '../../src/node/peer/local-peers.ts';
 import { specFetch, takeSpecViolations } from '../openapi/spec-fetch.ts';
-import { joinTab, oneProcessGreedy, SOFTWARE_GPU_DEADLINES, startStoriesHead, STORIES_DIR, streamClosingTab, test, useTempHome, waitForPeers } from './mesh-fixture.ts';
+import { joinTab, oneProcessGreedy, SOFTWARE_GPU_DEADLINES, startStoriesHead, STORIES_DIR, streamClosingTab, test, useTempHome, waitForPeers, waitForWarmRoute } from './mesh-fixture.ts';
 
 test.beforeAll(() => {
   useTempHome();
@@ -110,6 +110,7 @@ test('closing the tab mid-stream: the stream completes with the same tokens, ser
     await waitForPeers(serving, 1);
     await joinTab(page, serving, 'autojoin=1&device=webgpu&peer-id=a-tab');
     await waitForPeers(serving, 2);
+    await waitForWarmRoute(serving); // the plan through the tab, so closing it mid-stream needs a replacement
     const { text, session } = await streamClosingTab(serving, page);
     expect(text).toBe(oneProcessGreedy([1], 40).text);
     expect(session.state).toBe('finished');

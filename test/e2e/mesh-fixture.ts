@@ -71,6 +71,18 @@ export async function waitForPeers(serving: ServingHead, count: number, timeoutM
   await serving.head.waitForPeers(count, timeoutMs);
 }
 
+/**
+ * Joined is not yet routed: until a new peer's range answered its warm-up frame (#27), requests
+ * take the last ready plan, without it. Wait for the current plan to be warm.
+ */
+export async function waitForWarmRoute(serving: ServingHead, timeoutMs = 60_000): Promise<void> {
+  const warmBy = Date.now() + timeoutMs;
+  while (!serving.head.mesh.routeReady()) {
+    if (Date.now() > warmBy) throw new Error(`the current route did not warm up within ${timeoutMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** Where the sandwich's tab sits and how its Node peers link. */
 export interface SandwichOptions {
   /** `direct`: the Node peers listen (`--listen 0`), so other peers can dial them (chained routes), and the tab joins with the join token. Default relay. */
@@ -100,13 +112,7 @@ export const test = base.extend<{ sandwich: (device: 'wasm' | 'webgpu', head?: P
       const token = options.link === 'direct' && serving.head.joinToken ? `&token=${encodeURIComponent(serving.head.joinToken)}` : '';
       await joinTab(page, serving, `autojoin=1&device=${device}&peer-id=${options.tabId ?? 'local-1b'}${token}`);
       await waitForPeers(serving, 3);
-      // Joined is not yet routed: until the tab's range answered its warm-up frame (#27), requests
-      // take the last ready plan, without the tab. Wait for the plan through all three.
-      const warmBy = Date.now() + 60_000;
-      while (!serving.head.mesh.routeReady()) {
-        if (Date.now() > warmBy) throw new Error('the route through the tab did not warm up within 60 s');
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await waitForWarmRoute(serving);
       return serving;
     });
     for (const { serving, peers } of started) {
