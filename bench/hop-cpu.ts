@@ -5,7 +5,7 @@
  * each, decode steps of one session; per decode frame, each peer's CPU time (every thread,
  * /proc/<pid>/stat) and its shard run's own time (its `stats`), and the head's CPU time per
  * token. On stories260k the layers cost almost nothing, so a peer's CPU per frame is the
- * hop's own cost: sockets, event loops, the worker hand-off, frame codecs and checks.
+ * hop's own cost: sockets, event loops, the worker hand-off (MESHNET_SHARD_THREAD=worker), frame codecs and checks.
  *
  *   node --import tsx bench/hop-cpu.ts [--model DIR] [--peers 2] [--tokens 400] [--link relay] [--rounds 3] [--cpu-prof DIR]
  *

@@ -104,7 +104,7 @@ export function renderMarkdown(report: BenchReport): string {
       if (r.breakdownMs) lines.push(`- ${r.label}: ${Object.entries(r.breakdownMs).map(([part, ms]) => `${part} ${fixed(ms, 2)}`).join(', ')}`);
       if (r.hopDecodeMs && r.hopOverheadMs) {
         const peer = r.peerBusyMs?.some((m) => m !== undefined)
-          ? `; the peer's own time per frame ${r.peerBusyMs.map((m) => fixed(m, 2)).join(' / ')} (inside the shard run ${r.peerRunMs!.map((m) => fixed(m, 2)).join(' / ')}), so outside the peer's frame handling (sockets, both event loops, the peer's worker hand-off, head-side frame work) ${r.hopDecodeMs.map((m, i) => fixed(m - (r.peerBusyMs![i] ?? NaN), 2)).join(' / ')}`
+          ? `; the peer's own time per frame ${r.peerBusyMs.map((m) => fixed(m, 2)).join(' / ')} (inside the shard run ${r.peerRunMs!.map((m) => fixed(m, 2)).join(' / ')}), so outside the peer's frame handling (sockets, both event loops, the peer's worker hand-off with --shard-thread worker, head-side frame work) ${r.hopDecodeMs.map((m, i) => fixed(m - (r.peerBusyMs![i] ?? NaN), 2)).join(' / ')}`
           : '';
         const ping = r.pingMs?.some((m) => m !== undefined) ? `; a control ping's round trip ${r.pingMs.map((m) => fixed(m, 2)).join(' / ')}` : '';
         lines.push(`- ${r.label}: per hop, the head's request ${r.hopDecodeMs.map((m) => fixed(m, 2)).join(' / ')}; beyond its layers' one-process compute ${r.hopOverheadMs.map((m) => fixed(m, 2)).join(' / ')}${peer}${ping}`);
