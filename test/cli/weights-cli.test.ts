@@ -9,7 +9,7 @@ import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../engine/harness.ts';
-import { runCli } from './run-cli.ts';
+import { type CliResult, runCli } from './run-cli.ts';
 
 const AIDREAMS = path.resolve(import.meta.dirname, '../fixtures/models/aidreams260k');
 const GREEDY = ['generate', '--model', AIDREAMS, '--prompt-ids', '1', '--max-tokens', '24', '--temperature', '0', '--device', 'cpu', '--json'];
@@ -21,6 +21,14 @@ beforeAll(async () => {
   env = { MESHNET_HOME: path.join(root.dir, 'home') };
 });
 afterAll(() => root.remove());
+
+/** CPU greedy runs by their extra flags, run once per file (the WebGPU leg compares to the q4 exact-level run the first test makes). */
+const cpuRuns = new Map<string, Promise<CliResult>>();
+function cpuRun(flags: string[]): Promise<CliResult> {
+  const key = flags.join(' ');
+  if (!cpuRuns.has(key)) cpuRuns.set(key, runCli([...GREEDY, ...flags], env));
+  return cpuRuns.get(key)!;
+}
 
 async function artifactFolder(part: string): Promise<string> {
   const [key] = await readdir(path.join(root.dir, 'home', 'artifacts'));
@@ -44,7 +52,7 @@ describe('meshnet generate --weights', () => {
     expect(reused.ino).toBe(built.ino);
 
     // Level 0 is another graph over the same packed weights: shared, not re-quantized.
-    const exact = await runCli([...GREEDY, '--weights', 'q4', '--accuracy-level', '0'], env);
+    const exact = await cpuRun(['--weights', 'q4', '--accuracy-level', '0']);
     expect(exact.code, exact.stderr).toBe(0);
     expect(JSON.parse(exact.stdout).weights).toBe('q4-b32-acc0');
     expect((await stat(path.join(await artifactFolder('layers-0-4-fp32-q4-b32-acc0'), 'weights.bin'))).ino).toBe(built.ino);
@@ -69,14 +77,17 @@ describe('meshnet generate --weights', () => {
   // Skipped only where Chromium (and so its software Vulkan) is not installed; .ci/run installs it.
   it.skipIf(!existsSync(swiftshader))('q4 and q8 on onnxruntime-node WebGPU over SwiftShader give the CPU provider\'s exact-level tokens', async () => {
     const gpu = { ...env, LD_LIBRARY_PATH: '/usr/lib/chromium', VK_ICD_FILENAMES: swiftshader };
+    // 12 of the CPU run's 24 greedy tokens: each WebGPU token costs ~0.2 s on SwiftShader.
+    const onGpu = GREEDY.map((a) => (a === 'cpu' ? 'webgpu' : a === '24' ? '12' : a));
     for (const format of ['q4', 'q8']) {
       const flags = ['--weights', format, '--accuracy-level', '0'];
-      const cpu = JSON.parse((await runCli([...GREEDY, ...flags], env)).stdout);
-      const result = await runCli([...GREEDY.map((a) => (a === 'cpu' ? 'webgpu' : a)), ...flags], gpu);
+      const cpu = JSON.parse((await cpuRun(flags)).stdout);
+      const result = await runCli([...onGpu, ...flags], gpu);
       expect(result.code, result.stderr).toBe(0);
       const out = JSON.parse(result.stdout);
       expect(out.device).toBe('webgpu');
-      expect(out.token_ids, format).toEqual(cpu.token_ids);
+      expect(out.token_ids).toHaveLength(12);
+      expect(out.token_ids, format).toEqual(cpu.token_ids.slice(0, 12));
     }
   }, 120_000);
 
