@@ -41,16 +41,17 @@ test('the join page shows the shard download, then layers, tokens served, tokens
     await expect(bar).toHaveAttribute('aria-valuenow', '100');
     await expect(page.getByTestId('download-left')).toHaveText(/^in (\d+ s|<1 s)$/);
 
-    // Work for the tab: answers for a few seconds, so the sparkline gets points.
+    // Work for the tab: answers for a few seconds, so the sparkline gets points. Short answers: the
+    // tab's first one pays its shader compile (~6 s on SwiftShader), then each token ~0.1 s.
     const client = new OpenAI({ baseURL: `${serving.head.url}v1`, apiKey: 'unused' });
     const until = Date.now() + 3500;
     let served = 0;
     while (Date.now() < until) {
-      const answer = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 40, temperature: 0 });
+      const answer = await client.completions.create({ model: serving.modelId, prompt: [1], max_tokens: 8, temperature: 0 });
       served += answer.usage?.total_tokens ?? 0;
     }
     expect(served).toBeGreaterThan(0);
-    await expect.poll(async () => Number(await page.getByTestId('tokens').textContent())).toBeGreaterThan(40);
+    await expect.poll(async () => Number(await page.getByTestId('tokens').textContent())).toBeGreaterThan(8);
     await expect(page.locator('[data-testid=sparkline] svg.sparkline polyline.spark-line')).toHaveCount(1, { timeout: 10_000 });
     await expect(page.locator('[data-testid=sparkline] .spark-max')).toHaveText(/^max \d+(\.\d)? tok\/s$/);
     await expect(page.getByTestId('provider')).toHaveText(/^(webgpu|wasm)$/);
