@@ -14,6 +14,10 @@ import type { VerifiedSample } from '../core/sampling/index.ts';
 import { SamplerHost, type SampleFailure } from './sampler-host.ts';
 import { nodeLoaderOptions } from './ort-node-runtime.ts';
 import type { HeadWorkerData, HeadWorkerReply, HeadWorkerRequest, PickJobs } from './head-worker.ts';
+import { installHopTraceFromEnv } from './hop-trace-file.ts';
+import { hopMark } from '../core/runtime/hop-trace.ts';
+
+installHopTraceFromEnv();
 
 const port = parentPort!;
 /** The sequences' samplers that pick rows beside the LM head (channel-sampler.ts). */
@@ -94,8 +98,10 @@ load().then(
         chain = chain.then(() => (toSampler ? toSampler.postMessage({ release: request.handles } satisfies PickJobs) : samplers.dispose(request.handles)));
         return;
       }
+      hopMark(`headw.recv.${request.op}`);
       chain = chain.then(async () => {
         const [reply, transfer] = await answer(runner, request);
+        hopMark('headw.post');
         port.postMessage(reply, transfer);
       });
     });

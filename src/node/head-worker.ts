@@ -19,6 +19,7 @@ import type { Activations } from '../core/runtime/shard-executor.ts';
 import { ChannelSampler, type SamplerChannel } from './channel-sampler.ts';
 import { FROM_SOURCES } from './package-files.ts';
 import { rebuiltSampleError, type SampleFailure, type SampleResult, type SamplerCall } from './sampler-host.ts';
+import { hopMark } from '../core/runtime/hop-trace.ts';
 
 const WORKER_ENTRY = new URL(FROM_SOURCES ? './head-worker.mjs' : './head-worker-main.js', import.meta.url);
 const SAMPLER_ENTRY = new URL(FROM_SOURCES ? './sampler-worker.mjs' : './sampler-worker-main.js', import.meta.url);
@@ -110,6 +111,7 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
     readonly device: string,
   ) {
     worker.on('message', (reply: HeadWorkerReply) => {
+      hopMark('head.reply');
       const waiting = reply.id === undefined ? undefined : this.pending.get(reply.id);
       if (!waiting) return;
       this.pending.delete(reply.id!);
@@ -236,6 +238,7 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
     if (this.exited) return Promise.reject(this.exited);
     return new Promise((resolve, reject) => {
       this.pending.set(request.id, { resolve, reject });
+      hopMark(`head.post.${request.op}`);
       this.worker.postMessage(request, transfer);
     });
   }

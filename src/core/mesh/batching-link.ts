@@ -28,6 +28,7 @@ import { decodeBatchFrame, encodeBatchFrame, MAX_BATCH_ENTRIES } from '../frames
 import { decodeFrame, encodeFrame, type ActivationFrame } from '../frames/frame-codec.ts';
 import { nextTurn } from '../runtime/next-turn.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
+import { hopMark } from '../runtime/hop-trace.ts';
 
 interface Waiting {
   /** The caller's bytes (stamped with the request id that answered it, as every link does). */
@@ -102,6 +103,7 @@ export class BatchingLink implements PeerLink {
       };
       waiting.resolve = settle(resolve);
       waiting.reject = settle(reject);
+      hopMark('head.lane.queued');
       current.queue.push(waiting);
       if (!current.busy) {
         current.busy = true;
@@ -140,6 +142,7 @@ export class BatchingLink implements PeerLink {
 
   private async sendOne(w: Waiting): Promise<void> {
     this.counts.singles++;
+    hopMark('head.lane.sent');
     try {
       w.resolve(await this.inner.request(w.bytes, w.signal));
     } catch (error) {

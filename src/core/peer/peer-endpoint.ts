@@ -12,6 +12,7 @@ import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS } from '../../share
 import { laneFrameKind } from '../frames/lane-frame-codec.ts';
 import type { LinkSocket } from '../runtime/socket-link.ts';
 import type { ShardService } from '../runtime/shard-service.ts';
+import { hopMark } from '../runtime/hop-trace.ts';
 
 const PEER_REQUESTS = new Set<ControlMessage['kind']>(['assign', 'release', 'unload', 'fork', 'forget', 'ping', 'stats', 'chain']);
 
@@ -51,10 +52,13 @@ export class PeerEndpoint {
         this.chain.receive(data);
         return;
       }
+      hopMark('peer.recv');
       const reply = await this.peer.handleFrame(data);
       if (this.closed) return;
+      hopMark('peer.send');
       if ('frame' in reply) this.socket.send(reply.frame);
       else this.send(reply.error);
+      hopMark('peer.sent');
       return;
     }
     let message: ControlMessage;

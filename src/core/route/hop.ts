@@ -20,6 +20,7 @@ import { lastPositions } from './activations-slice.ts';
 import { HopHistory } from './hop-history.ts';
 import { HopDeadlineError, HopFailedError } from './route-errors.ts';
 import type { HopTelemetry, SessionTelemetry } from './route-types.ts';
+import { hopMark } from '../runtime/hop-trace.ts';
 
 export interface HopContext {
   /** The session id every frame and control message of the hop carries. */
@@ -99,12 +100,15 @@ export class Hop {
     } catch (error) {
       throw new Error(`the head could not encode a frame for hop ${this.index}`, { cause: error });
     }
+    hopMark('head.encoded');
     const deadlineMs = this.deadlineMs(hidden.tokens);
     const started = clock.now();
     const late = () => new HopDeadlineError(this.index, lease.peerId, deadlineMs!);
     const bytes = await withDeadline(clock, deadlineMs, late, (s) => lease.link.request(frame, s), signal, LAG_GRACE_MS);
+    hopMark('head.answered');
     const ms = clock.now() - started;
     const answer = this.check(bytes, hidden, position);
+    hopMark('head.checked');
     this.answered(hidden.tokens, position, ms);
     return answer;
   }

@@ -38,6 +38,7 @@ import { PrefixReuse } from './prefix-reuse.ts';
 import type { SessionEvent, SessionOutcome, SessionTelemetry } from './route-types.ts';
 import type { RouteSessionDeps, RouteSessionRequest, SessionHooks, SessionPolicy } from './session-deps.ts';
 import { TokenOutput } from './token-output.ts';
+import { hopMark } from '../runtime/hop-trace.ts';
 
 export type { RouteSessionDeps, RouteSessionRequest, SessionHooks, SessionPolicy } from './session-deps.ts';
 
@@ -156,6 +157,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
         first = false;
         signal.throwIfAborted();
         const block = drafts.length === 0 ? fed : [...fed, ...drafts.map((d) => d.tokenId)];
+        hopMark('head.step');
         const { hidden, offset } = await this.step(block, position, signal);
         // The hops now hold `block` at `position…` (drafts included until the next step cuts them).
         this.sequence.length = position;
@@ -175,7 +177,10 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
           if (accepted) kept++;
           this.telemetry.completionTokens = output.generated.length;
           this.telemetry.timeToFirstTokenMs ??= this.clock.now() - this.telemetry.startedAt;
-          if (token) yield token;
+          if (token) {
+            hopMark('head.token');
+            yield token;
+          }
           if (done) {
             this.speculation.record(drafts.length, kept);
             this.settle('finished');
@@ -225,6 +230,7 @@ export class RouteSession implements AsyncIterable<SessionEvent> {
   private async step(tokens: readonly number[], position: number, signal: AbortSignal): Promise<{ hidden: Activations; offset: number }> {
     this.rollback(position);
     let hidden = await this.deps.head.embed(tokens);
+    hopMark('head.embedded');
     // The head's own output is checked too, so a refusal of a frame it sends is the peer's fault.
     assertFiniteActivations(hidden);
     const run = (hop: number, block: Activations, at: number, s: AbortSignal) => runRepaired(this.hops[hop], block, at, s, this.repair);

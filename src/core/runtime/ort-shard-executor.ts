@@ -63,6 +63,7 @@ export type KvMode = 'pool' | 'replace';
 export const MAX_RUN_POSITIONS = 128;
 
 import { ortKvOps } from './ort-kv-ops.ts';
+import { hopMark } from './hop-trace.ts';
 export { ortKvOps, type KvShape } from './ort-kv-ops.ts';
 
 /**
@@ -142,7 +143,9 @@ export class OrtShardExecutor implements ShardExecutor<Tensor> {
   }
 
   async run(step: ShardStep, kv: KvState<Tensor>): Promise<Activations> {
+    hopMark('peer.run.start');
     const [out] = await this.runBatch([step], [kv]);
+    hopMark('peer.run.end');
     return out;
   }
 

@@ -10,6 +10,7 @@ import { FRAME_HEADER_BYTES, FRAME_KIND_CODES, FRAME_OFFSETS, frameRequestId, LA
 import { CHAIN_REPORT_ID, type ChainListener, type ChainPort } from './chain-port.ts';
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
+import { hopMark } from './hop-trace.ts';
 
 /** The least a socket must do. Binary data is sent for Uint8Array, text for strings. */
 /** Copy-lanes frames (protocol 3.4) go to the chain listeners too; ChainInbox splits them. */
@@ -76,7 +77,11 @@ export class SocketLink implements PeerLink {
     if (frame.byteLength < FRAME_HEADER_BYTES) return Promise.reject(new RangeError('not an activation frame'));
     const requestId = this.nextRequestId();
     stampFrameRequestId(frame, requestId);
-    return this.track(this.frames, requestId, `frame request ${requestId}`, signal, () => this.socket.send(frame));
+    return this.track(this.frames, requestId, `frame request ${requestId}`, signal, () => {
+      hopMark('head.ws.send');
+      this.socket.send(frame);
+      hopMark('head.ws.sent');
+    });
   }
 
   control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
@@ -106,6 +111,7 @@ export class SocketLink implements PeerLink {
         for (const listener of [...this.chainListeners]) listener.copy(data);
         return;
       }
+      hopMark('head.ws.recv');
       const requestId = frameRequestId(data);
       if (requestId === undefined) {
         this.options.onProtocolError?.(new ProtocolError('bad_frame', `a ${data.byteLength}-byte binary message is not a frame`));

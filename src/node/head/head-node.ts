@@ -53,6 +53,7 @@ import { startServer, type RunningServer } from '../net/start-server.ts';
 import { describeProviders, nodeLoaderOptions } from '../ort-node-runtime.ts';
 import { mountArtifactRoutes } from './artifact-routes.ts';
 import { createPeerGateway } from './peer-gateway.ts';
+import { installHopTraceFromEnv } from '../hop-trace-file.ts';
 
 export interface HeadOptions {
   readonly model: LocalModel;
@@ -196,6 +197,7 @@ export function generateJoinToken(): string {
 }
 
 export async function startHead(options: HeadOptions): Promise<RunningHead> {
+  installHopTraceFromEnv();
   const { model, dtype } = options;
   const weights = asWeightSpec(model.checkpoint.config, dtype, options.weights);
   const log = options.log ?? (() => {});

@@ -19,6 +19,7 @@ import { httpShardLoader } from './http-shard-loader.ts';
 import { peerChains, type PeerChains } from '../../core/peer/peer-chains.ts';
 import { batchedChainRuns, type BatchedChainRuns } from '../../core/mesh/batched-chain-runs.ts';
 import { WorkerShardService } from './worker-shard.ts';
+import { installHopTraceFromEnv } from '../hop-trace-file.ts';
 
 export interface PeerProcessOptions {
   readonly headUrl: string; // ws://host:port/peer/ws
@@ -129,6 +130,7 @@ export function directListenerApp(shard: ShardService, peerId: string, joinToken
 }
 
 export async function runPeer(options: PeerProcessOptions): Promise<RunningPeer> {
+  installHopTraceFromEnv();
   const log = options.log ?? (() => {});
   const peerId = options.peerId ?? defaultPeerId();
   // An empty token is a mistake (an unset variable, a bad paste), never "no token": refuse
