@@ -98,7 +98,7 @@ load().then(
         chain = chain.then(() => (toSampler ? toSampler.postMessage({ release: request.handles } satisfies PickJobs) : samplers.dispose(request.handles)));
         return;
       }
-      hopMark(`headw.recv.${request.op}`);
+      hopMark('headw.recv', request.op);
       chain = chain.then(async () => {
         const [reply, transfer] = await answer(runner, request);
         hopMark('headw.post');

@@ -238,7 +238,7 @@ export class WorkerHeadRunner implements HeadRunner, SamplerChannel {
     if (this.exited) return Promise.reject(this.exited);
     return new Promise((resolve, reject) => {
       this.pending.set(request.id, { resolve, reject });
-      hopMark(`head.post.${request.op}`);
+      hopMark('head.post', request.op);
       this.worker.postMessage(request, transfer);
     });
   }

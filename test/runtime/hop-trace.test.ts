@@ -12,10 +12,10 @@ describe('hop trace marks', () => {
     const seen: string[] = [];
     setHopTraceSink((stage) => seen.push(stage));
     hopMark('a');
-    hopMark('b');
+    hopMark('b', 'logits');
     setHopTraceSink(undefined);
     hopMark('after');
-    expect(seen).toEqual(['a', 'b']);
+    expect(seen).toEqual(['a', 'b.logits']);
   });
 
   it('marks a decode step queued and sent on a BatchingLink, and its answer is unchanged', async () => {
