@@ -30,23 +30,47 @@ import { nextTurn } from '../runtime/next-turn.ts';
 import type { PeerLink } from '../runtime/peer-link.ts';
 import { hopMark } from '../runtime/hop-trace.ts';
 
-interface Waiting {
-  /** The caller's bytes (stamped with the request id that answered it, as every link does). */
-  readonly bytes: Uint8Array;
-  /** Decoded when the step leaves in a batch. */
-  frame?: ActivationFrame;
-  readonly signal?: AbortSignal;
-  resolve(bytes: Uint8Array): void;
-  reject(error: unknown): void;
-}
-
-type Decoded = Waiting & { frame: ActivationFrame };
-
 interface RangeLane {
   /** A frame is in flight, or a send is scheduled for the end of this turn. */
   busy: boolean;
   readonly queue: Waiting[];
 }
+
+/** A decode step from its arrival to its answer; the abort listener on its signal itself (no closures per step). */
+class Waiting {
+  /** Decoded when the step leaves in a batch. */
+  frame?: ActivationFrame;
+
+  constructor(
+    /** The caller's bytes (stamped with the request id that answered it, as every link does). */
+    readonly bytes: Uint8Array,
+    readonly signal: AbortSignal | undefined,
+    private readonly lane: RangeLane,
+    private readonly onValue: (bytes: Uint8Array) => void,
+    private readonly onError: (error: unknown) => void,
+  ) {
+    signal?.addEventListener('abort', this, { once: true });
+  }
+
+  resolve(bytes: Uint8Array): void {
+    this.signal?.removeEventListener('abort', this);
+    this.onValue(bytes);
+  }
+
+  reject(error: unknown): void {
+    this.signal?.removeEventListener('abort', this);
+    this.onError(error);
+  }
+
+  /** Its signal aborted: it leaves the queue (if still there) and rejects with the reason. */
+  handleEvent(): void {
+    const i = this.lane.queue.indexOf(this);
+    if (i >= 0) this.lane.queue.splice(i, 1);
+    this.onError(this.signal!.reason);
+  }
+}
+
+type Decoded = Waiting & { frame: ActivationFrame };
 
 export interface BatchingStats {
   /** Batched frames sent, and the entries they carried. */
@@ -90,19 +114,7 @@ export class BatchingLink implements PeerLink {
     if (!lane) this.lanes.set(key, (lane = { busy: false, queue: [] }));
     const current = lane;
     return new Promise<Uint8Array>((resolve, reject) => {
-      const waiting: Waiting = { bytes, signal, resolve, reject };
-      const onAbort = () => {
-        const i = current.queue.indexOf(waiting);
-        if (i >= 0) current.queue.splice(i, 1);
-        reject(signal!.reason);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const settle = <A>(f: (a: A) => void) => (a: A) => {
-        signal?.removeEventListener('abort', onAbort);
-        f(a);
-      };
-      waiting.resolve = settle(resolve);
-      waiting.reject = settle(reject);
+      const waiting = new Waiting(bytes, signal, current, resolve, reject);
       hopMark('head.lane.queued');
       current.queue.push(waiting);
       if (!current.busy) {

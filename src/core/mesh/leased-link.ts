@@ -15,7 +15,6 @@
  * while control messages (its `release`) still reach the peer, so its KV is freed.
  */
 import type { ControlMessage } from '../../shared/control.ts';
-import { untilAborted } from '../runtime/abort.ts';
 import { LinkClosedError, type PeerLink } from '../runtime/peer-link.ts';
 
 /** The open leases of each shared link, and the links already closed (whose new leases end at once). */
@@ -42,10 +41,23 @@ export function revokeLeases(shared: PeerLink, reason: string): void {
   for (const lease of [...(openLeases.get(shared) ?? [])]) lease.revoke(reason);
 }
 
+/** A call of a lease in flight: rejected by the lease's end (and, for a frame, its revocation). */
+interface InFlight {
+  readonly frame: boolean;
+  readonly reject: (error: unknown) => void;
+}
+
 export class LeasedLink implements PeerLink {
   readonly closed: Promise<void>;
-  private readonly ended = new AbortController();
-  private readonly revoked = new AbortController();
+  /** Set once the lease ends: its calls reject with it. */
+  private endedBy: LinkClosedError | undefined;
+  /** Set once the lease is revoked: its frames reject with it. */
+  private revokedBy: LinkClosedError | undefined;
+  /**
+   * The calls in flight, which an end or a revocation rejects at once — a set entry per call
+   * rather than an abort listener on two lease signals and two promise races per frame.
+   */
+  private readonly inFlight = new Set<InFlight>();
   private markClosed!: () => void;
 
   constructor(private readonly shared: PeerLink) {
@@ -54,16 +66,20 @@ export class LeasedLink implements PeerLink {
   }
 
   private get isClosed(): boolean {
-    return this.ended.signal.aborted;
+    return this.endedBy !== undefined;
   }
 
   request(frame: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    if (this.revoked.signal.aborted) return Promise.reject(this.revoked.signal.reason);
-    return untilAborted(this.guard((s) => this.shared.request(frame, s), signal), this.revoked.signal);
+    if (this.revokedBy !== undefined) return Promise.reject(this.revokedBy);
+    if (this.endedBy !== undefined) return Promise.reject(this.endedBy);
+    // The caller's signal reaches the shared link (so it can drop the pending request); the
+    // lease's end or revocation only rejects this lease's calls.
+    return this.race(this.shared.request(frame, signal), true);
   }
 
   control(message: ControlMessage, signal?: AbortSignal): Promise<ControlMessage> {
-    return this.guard((s) => this.shared.control(message, s), signal);
+    if (this.endedBy !== undefined) return Promise.reject(this.endedBy);
+    return this.race(this.shared.control(message, signal), false);
   }
 
   async close(reason = 'lease closed'): Promise<void> {
@@ -72,21 +88,41 @@ export class LeasedLink implements PeerLink {
 
   /** Stop this lease's frames (idempotent): frames in flight and new ones reject with LinkClosedError; control messages still pass. */
   revoke(reason: string): void {
-    if (!this.revoked.signal.aborted) this.revoked.abort(new LinkClosedError(reason));
+    if (this.revokedBy !== undefined) return;
+    const error = (this.revokedBy = new LinkClosedError(reason));
+    for (const call of [...this.inFlight]) {
+      if (!call.frame) continue;
+      this.inFlight.delete(call);
+      call.reject(error);
+    }
   }
 
   /** End this lease (idempotent): its calls reject with LinkClosedError; the shared link stays. */
   end(reason: string): void {
     if (this.isClosed) return;
     openLeases.get(this.shared)?.delete(this);
-    this.ended.abort(new LinkClosedError(reason));
+    const error = (this.endedBy = new LinkClosedError(reason));
+    const calls = [...this.inFlight];
+    this.inFlight.clear();
+    for (const call of calls) call.reject(error);
     this.markClosed();
   }
 
-  private guard<T>(call: (signal?: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
-    if (this.isClosed) return Promise.reject(this.ended.signal.reason);
-    // The caller's signal reaches the shared link (so it can drop the pending request); the
-    // lease's end only rejects this lease's calls.
-    return untilAborted(call(signal), this.ended.signal);
+  /** `work`'s outcome, unless the lease ends (or, for a frame, is revoked) first. */
+  private race<T>(work: Promise<T>, frame: boolean): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const call: InFlight = { frame, reject };
+      this.inFlight.add(call);
+      work.then(
+        (value) => {
+          this.inFlight.delete(call);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.inFlight.delete(call);
+          reject(error);
+        },
+      );
+    });
   }
 }

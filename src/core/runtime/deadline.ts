@@ -2,10 +2,35 @@
  * `withDeadline`: the one way core waits for an answer with a time limit — a frame to a hop, a
  * control message to a peer (assign, release, fork, unload, ping), a witness's replay. The
  * work gets a signal that aborts with the caller's reason when the caller's signal aborts,
- * or with the deadline's own reason when `ms` pass on the clock; the timer and the listener
- * are freed when the work settles, whichever way.
+ * or with the deadline's own reason when `ms` pass on the clock; the deadline and the listener
+ * are freed when the work settles, whichever way. Deadlines are kept by the clock's one
+ * DeadlineSweep (deadline-sweep.ts): no timer is made per call.
  */
 import type { Clock } from './clock.ts';
+import { sweepOf, type SweptDeadline } from './deadline-sweep.ts';
+
+/** Longer than this, a timer of its own (as before the sweep: the host decides what such a timer does). */
+const SWEPT_MAX_MS = 0x7fffffff;
+
+/** One call's deadline: aborts its controller with the caller's reason, or with its own when it passes. */
+class CallDeadline implements SweptDeadline {
+  readonly controller = new AbortController();
+  constructor(
+    public due: number,
+    public graceMs: number,
+    private readonly reason: () => unknown,
+    private readonly caller: AbortSignal | undefined,
+  ) {}
+
+  expire(): void {
+    this.controller.abort(this.reason());
+  }
+
+  /** The caller's signal aborted (an EventListener object: no closure per call). */
+  handleEvent(): void {
+    this.controller.abort(this.caller!.reason);
+  }
+}
 
 /**
  * `work(signal)` within `ms` on `clock` (undefined: no deadline, `work` gets the caller's
@@ -21,13 +46,29 @@ export async function withDeadline<T>(
   lagGraceMs = 0,
 ): Promise<T> {
   if (ms === undefined) return work(signal);
+  if (!(ms >= 0 && ms <= SWEPT_MAX_MS)) return withOwnTimer(clock, ms, reason, work, signal, lagGraceMs);
+  // With `lagGraceMs`, a deadline whose sweep runs more than that late (the event loop was
+  // stalled: a garbage-collection pause, a busy head) waits one more millisecond, so an
+  // answer that arrived during the stall — timers run before pending socket reads — is read first.
+  const deadline = new CallDeadline(clock.now() + ms, lagGraceMs, reason, signal);
+  if (signal?.aborted) deadline.handleEvent();
+  else signal?.addEventListener('abort', deadline, { once: true });
+  const sweep = sweepOf(clock);
+  sweep.add(deadline);
+  try {
+    return await work(deadline.controller.signal);
+  } finally {
+    sweep.delete(deadline);
+    signal?.removeEventListener('abort', deadline);
+  }
+}
+
+/** withDeadline with a timer of its own (a time the sweep does not take: negative, NaN, past the host's timer range). */
+async function withOwnTimer<T>(clock: Clock, ms: number, reason: () => unknown, work: (signal: AbortSignal | undefined) => Promise<T>, signal: AbortSignal | undefined, lagGraceMs: number): Promise<T> {
   const deadline = new AbortController();
   const onAbort = () => deadline.abort(signal!.reason);
   if (signal?.aborted) onAbort();
   else signal?.addEventListener('abort', onAbort, { once: true });
-  // With `lagGraceMs`, a timer that fires more than that late (the event loop was stalled: a
-  // garbage-collection pause, a busy head) waits one more turn of the loop (a 1 ms timer), so
-  // an answer that arrived during the stall — timers run before pending socket reads — is read first.
   const armedAt = clock.now();
   let cancel = clock.setTimeout(function expire() {
     if (lagGraceMs > 0 && clock.now() - armedAt - ms > lagGraceMs) {

@@ -11,6 +11,8 @@ import { CHAIN_REPORT_ID, type ChainListener, type ChainPort } from './chain-por
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
 import { hopMark } from './hop-trace.ts';
+import type { Clock } from './clock.ts';
+import { DeadlineSweep, type SweptDeadline } from './deadline-sweep.ts';
 
 /** The least a socket must do. Binary data is sent for Uint8Array, text for strings. */
 /** Copy-lanes frames (protocol 3.4) go to the chain listeners too; ChainInbox splits them. */
@@ -36,6 +38,73 @@ interface Pending<T> {
   cleanup(): void;
 }
 
+/**
+ * The clock of request timeouts: monotonic time and the host's timers as they are (ref'd, as
+ * each request's own timer was; the sweep's last timer goes when the link closes).
+ */
+const linkTimeClock: Clock = {
+  now: () => performance.now(),
+  setTimeout(callback, ms) {
+    const timer = setTimeout(callback, ms);
+    return () => clearTimeout(timer);
+  },
+};
+
+/**
+ * One request or control call waiting for its answer: settles once, then leaves its table,
+ * its timeout and the caller's signal (it is the abort listener itself: no closures per call).
+ */
+class PendingCall<K, T> implements Pending<T>, SweptDeadline {
+  due = 0;
+  graceMs = 0;
+  private settled = false;
+
+  constructor(
+    private readonly table: Map<K, Pending<T>>,
+    private readonly key: K,
+    private readonly signal: AbortSignal | undefined,
+    private readonly onValue: (value: T) => void,
+    private readonly onError: (error: unknown) => void,
+    private readonly sweep: DeadlineSweep | undefined,
+    private readonly what: string,
+    private readonly timeoutMs: number | undefined,
+  ) {
+    signal?.addEventListener('abort', this, { once: true });
+    if (sweep !== undefined) {
+      this.due = linkTimeClock.now() + timeoutMs!;
+      sweep.add(this);
+    }
+  }
+
+  resolve(value: T): void {
+    this.cleanup();
+    this.onValue(value);
+  }
+
+  reject(error: unknown): void {
+    this.cleanup();
+    this.onError(error);
+  }
+
+  cleanup(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.sweep?.delete(this);
+    this.signal?.removeEventListener('abort', this);
+    this.table.delete(this.key);
+  }
+
+  /** The timeout passed. */
+  expire(): void {
+    this.reject(new LinkTimeoutError(this.what, this.timeoutMs!));
+  }
+
+  /** The caller's signal aborted. */
+  handleEvent(): void {
+    this.reject(this.signal!.reason);
+  }
+}
+
 export class SocketLink implements PeerLink {
   readonly closed: Promise<void>;
   private markClosed!: () => void;
@@ -45,6 +114,7 @@ export class SocketLink implements PeerLink {
   private nextControlId = 1;
   private lastRequestId = 0;
   private readonly chainListeners = new Set<ChainListener>();
+  private sweep: DeadlineSweep | undefined;
   /**
    * The same socket as a ChainPort (protocol 3.2): chain frames posted as they are, copy
    * frames (kind 7; kind 9, copy-lanes, from 3.4) and chain reports (`error` with id `chain`) heard apart from the
@@ -168,6 +238,7 @@ export class SocketLink implements PeerLink {
     this.closeReason = reason;
     const error = new LinkClosedError(reason);
     for (const pending of [...this.frames.values(), ...this.controls.values()]) pending.reject(error);
+    this.sweep?.stop();
     this.markClosed();
   }
 
@@ -175,33 +246,19 @@ export class SocketLink implements PeerLink {
     if (this.isClosed) return Promise.reject(new LinkClosedError(this.closeReason!));
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<T>((resolve, reject) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const onAbort = () => pending.reject(signal!.reason);
-      const pending: Pending<T> = {
-        resolve: (value) => {
-          pending.cleanup();
-          resolve(value);
-        },
-        reject: (error) => {
-          pending.cleanup();
-          reject(error);
-        },
-        cleanup: () => {
-          if (timer !== undefined) clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          table.delete(key);
-        },
-      };
+      const { timeoutMs } = this.options;
+      const pending = new PendingCall(table, key, signal, resolve, reject, timeoutMs === undefined ? undefined : this.timeouts, what, timeoutMs);
       table.set(key, pending);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (this.options.timeoutMs !== undefined) {
-        timer = setTimeout(() => pending.reject(new LinkTimeoutError(what, this.options.timeoutMs!)), this.options.timeoutMs);
-      }
       try {
         send();
       } catch (error) {
         pending.reject(new LinkClosedError(`send failed: ${error instanceof Error ? error.message : String(error)}`));
       }
     });
+  }
+
+  /** The link's request timeouts (`timeoutMs`): one sweep, not a timer per request. */
+  private get timeouts(): DeadlineSweep {
+    return (this.sweep ??= new DeadlineSweep(linkTimeClock));
   }
 }

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { withDeadline } from '../../src/core/runtime/deadline.ts';
+import { sweepOf } from '../../src/core/runtime/deadline-sweep.ts';
+import { SocketLink } from '../../src/core/runtime/socket-link.ts';
+import { LinkTimeoutError } from '../../src/core/runtime/peer-link.ts';
+import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
+import { ManualClock } from '../route/manual-clock.ts';
+
+class Late extends Error {}
+const never = (signal: AbortSignal | undefined) =>
+  new Promise<string>((_, reject) => signal!.addEventListener('abort', () => reject(signal!.reason), { once: true }));
+
+describe('withDeadline on the clock’s one deadline sweep', () => {
+  it('a hung call rejects with its own reason exactly at its deadline; many calls share one timer', async () => {
+    const clock = new ManualClock();
+    const calls = [100, 100, 250].map((ms) => withDeadline(clock, ms, () => new Late(`no answer within ${ms} ms`), never).catch((e: unknown) => e));
+    expect(clock.pending).toBe(1);
+    expect(clock.nextIn).toBe(100);
+    clock.advance(99);
+    await Promise.resolve();
+    expect(sweepOf(clock).size).toBe(3);
+    clock.advance(1);
+    const [a, b] = await Promise.all(calls.slice(0, 2));
+    expect(a).toBeInstanceOf(Late);
+    expect((b as Error).message).toBe('no answer within 100 ms');
+    expect(clock.nextIn).toBe(150); // armed again for the one left
+    clock.advance(150);
+    expect(((await calls[2]) as Error).message).toBe('no answer within 250 ms');
+    expect(clock.pending).toBe(0);
+    expect(sweepOf(clock).size).toBe(0);
+  });
+
+  it('a settled call leaves nothing behind: its deadline is gone and the sweep stops once its timer finds nothing', async () => {
+    const clock = new ManualClock();
+    let seen: AbortSignal | undefined;
+    expect(await withDeadline(clock, 100, () => new Late(), async (s) => ((seen = s), 'answer'))).toBe('answer');
+    expect(sweepOf(clock).size).toBe(0);
+    expect(clock.pending).toBe(1); // the sweep's timer, holding no deadline
+    clock.advance(100);
+    expect(seen!.aborted).toBe(false); // it never expired
+    expect(clock.pending).toBe(0);
+    expect(sweepOf(clock).armed).toBe(false);
+  });
+
+  it('the caller’s abort reaches the work with the caller’s reason, once, and removes the deadline', async () => {
+    const clock = new ManualClock();
+    const caller = new AbortController();
+    let aborts = 0;
+    const call = withDeadline(clock, 1000, () => new Late(), (s) => (s!.addEventListener('abort', () => aborts++), never(s)), caller.signal).catch((e: unknown) => e);
+    caller.abort(new Error('cancelled'));
+    expect(((await call) as Error).message).toBe('cancelled');
+    expect(sweepOf(clock).size).toBe(0);
+    clock.advance(1000);
+    expect(aborts).toBe(1);
+  });
+
+  it('with lag grace, a sweep that runs late gives the call one more millisecond, once', async () => {
+    const clock = new ManualClock();
+    let answer!: (v: string) => void;
+    const call = withDeadline(clock, 100, () => new Late('late'), (s) => new Promise<string>((resolve, reject) => ((answer = resolve), s!.addEventListener('abort', () => reject(s!.reason)))), undefined, 50);
+    clock.advance(500); // the loop stalled: 400 ms late
+    expect(clock.nextIn).toBe(1);
+    answer('arrived during the stall');
+    expect(await call).toBe('arrived during the stall');
+    const late = withDeadline(clock, 100, () => new Late('late'), never, undefined, 50).catch((e: unknown) => e);
+    clock.advance(500);
+    clock.advance(1);
+    expect(await late).toBeInstanceOf(Late);
+  });
+});
+
+describe('SocketLink request timeouts on one sweep per link', () => {
+  const frame = () => encodeFrame({ kind: 'decode', requestId: 0, sessionId: '00000000-0000-4000-8000-000000000001', startPosition: 3, range: { start: 0, end: 2 }, activations: { dtype: 'fp32', data: new Float32Array(4), tokens: 1, hiddenSize: 4 } });
+  it('a peer that never answers: each request rejects with LinkTimeoutError; an answered one and an aborted one do not time out', async () => {
+    const sent: Uint8Array[] = [];
+    const link = new SocketLink({ send: (d) => void (typeof d !== 'string' && sent.push(d)), close() {} }, { timeoutMs: 30 });
+    const started = performance.now();
+    const hung = [link.request(frame()), link.request(frame())].map((p) => p.catch((e: unknown) => e));
+    const answered = link.request(frame());
+    const caller = new AbortController();
+    const aborted = link.request(frame(), caller.signal).catch((e: unknown) => e);
+    caller.abort(new Error('cancelled'));
+    expect(((await aborted) as Error).message).toBe('cancelled');
+    const answer = encodeFrame({ kind: 'result', requestId: 0, sessionId: '00000000-0000-4000-8000-000000000001', startPosition: 3, range: { start: 0, end: 2 }, activations: { dtype: 'fp32', data: new Float32Array(4), tokens: 1, hiddenSize: 4 } });
+    answer.set(sent[2]!.subarray(8, 12), 8); // the third request's id
+    link.receive(answer);
+    expect(await answered).toBe(answer);
+    for (const error of await Promise.all(hung)) expect(error).toBeInstanceOf(LinkTimeoutError);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(29);
+    await link.close();
+  });
+});
