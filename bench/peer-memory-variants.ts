@@ -65,6 +65,8 @@ export const PEER_MEMORY_VARIANTS: Record<string, MemoryVariant> = {
   'in-place-no-arena-no-pattern': { attention: 'in-place', options: { enableCpuMemArena: false, enableMemPattern: false } },
   'in-place-shrink-prefill': { attention: 'in-place', run: { extra: { memory: { enable_memory_arena_shrinkage: 'cpu:0' } }, prefillOnly: true } },
   glibc: { env: GLIBC },
+  'glibc-256k': { env: { ...GLIBC, MALLOC_MMAP_THRESHOLD_: '262144' } },
+  'arena-max-1': { env: { MALLOC_ARENA_MAX: '1' } },
   'no-arena-glibc': { options: { enableCpuMemArena: false }, env: GLIBC },
   'in-place-glibc': { attention: 'in-place', env: GLIBC },
   'in-place-no-arena-glibc': { attention: 'in-place', options: { enableCpuMemArena: false }, env: GLIBC },
