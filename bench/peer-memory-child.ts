@@ -11,7 +11,6 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { getShardArtifact } from '../src/node/artifact-cache.ts';
-import { buildShardArtifact } from '../src/core/model/shard-artifact.ts';
 import { openLocalModel } from '../src/node/local-model.ts';
 import { nodeLoaderOptions } from '../src/node/ort-node-runtime.ts';
 import { KvState } from '../src/core/runtime/kv-state.ts';
@@ -59,11 +58,47 @@ async function mappedResident(name: string): Promise<number> {
   let total = 0;
   let inside = false;
   for (const line of smaps.split('\n')) {
-    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inside = line.endsWith(name);
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inside = line.endsWith(name) || (process.env.PEER_MEMORY_MAPPED_TOO !== undefined && line.endsWith(process.env.PEER_MEMORY_MAPPED_TOO));
     else if (inside && line.startsWith('Rss:')) total += Number(/(\d+)/.exec(line)![1]) * 1024;
   }
   return total;
 }
+/** Anonymous resident bytes per mapping (/proc/self/smaps), keyed by start address and name: what grew between stages. */
+async function anonMappings(): Promise<Map<string, { size: number; anon: number; name: string }>> {
+  const smaps = await readFile('/proc/self/smaps', 'utf8').catch(() => '');
+  const out = new Map<string, { size: number; anon: number; name: string }>();
+  let key = '';
+  for (const line of smaps.split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      key = `${head[1]} ${head[3] || '[anon]'}`;
+      out.set(key, { size: parseInt(head[2]!, 16) - parseInt(head[1]!, 16), anon: 0, name: head[3] || '[anon]' });
+    } else if (line.startsWith('Anonymous:')) out.get(key)!.anon += Number(/(\d+)/.exec(line)![1]) * 1024;
+  }
+  return out;
+}
+const smapsStages: Record<string, Map<string, { size: number; anon: number; name: string }>> = {};
+/** With PEER_MEMORY_SMAPS set: on stderr, the mappings whose anonymous bytes changed most between two stages. */
+function diffMappings(from: string, to: string): void {
+  const a = smapsStages[from]!;
+  const b = smapsStages[to]!;
+  const rows: { key: string; size: number; delta: number }[] = [];
+  for (const [key, m] of b) rows.push({ key, size: m.size, delta: m.anon - (a.get(key)?.anon ?? 0) });
+  for (const [key, m] of a) if (!b.has(key)) rows.push({ key: `${key} (gone)`, size: m.size, delta: -m.anon });
+  rows.sort((x, y) => Math.abs(y.delta) - Math.abs(x.delta));
+  const MiB = 2 ** 20;
+  const total = rows.reduce((t, r) => t + r.delta, 0);
+  const byKind = new Map<string, number>();
+  for (const r of rows) {
+    const kind = r.key.includes('[heap]') ? '[heap]' : r.key.includes('[anon]') ? (r.size >= 64 * MiB ? 'anon >=64MiB' : r.size >= 1 * MiB ? 'anon 1-64MiB' : 'anon <1MiB') : 'other';
+    byKind.set(kind, (byKind.get(kind) ?? 0) + r.delta);
+  }
+  console.error(`smaps ${from} -> ${to}: anon ${(total / MiB).toFixed(1)} MiB; ${[...byKind].map(([k, v]) => `${k} ${(v / MiB).toFixed(1)}`).join(', ')}`);
+  for (const r of rows.slice(0, 12)) if (Math.abs(r.delta) >= 256 * 1024) console.error(`  ${(r.delta / MiB).toFixed(1).padStart(7)} MiB  size ${(r.size / MiB).toFixed(1).padStart(7)} MiB  ${r.key}`);
+}
+const snap = async (stage: string) => {
+  if (process.env.PEER_MEMORY_SMAPS) smapsStages[stage] = await anonMappings();
+};
 const cpuMicros = () => {
   const u = process.cpuUsage();
   return u.user + u.system;
@@ -72,13 +107,15 @@ const cpuMicros = () => {
 const model = await openLocalModel(directory);
 const base = await nodeLoaderOptions({ device: 'cpu', dtype: 'fp32', threads: 1 });
 const loader = withMemoryVariant(base, variant);
-const cached = (await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights)).artifact;
-// An in-place graph is never cached; its weights are the cached part's (same plan: checked).
-const artifact = variant.attention ? buildShardArtifact(model.checkpoint.config, model.checkpoint.tensors, model.key, { kind: 'layers', range }, 'fp32', weights, variant.attention) : cached;
-if (JSON.stringify(artifact.manifest.segments) !== JSON.stringify(cached.manifest.segments)) throw new Error('the in-place graph packs its weights differently from the cached part');
+// The in-place graph is a cached part of its own (folder -inplace), its weights packed as the GQA one's.
+const gqa = (await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights)).artifact;
+const artifact = (await getShardArtifact(model.checkpoint, model.key, { kind: 'layers', range }, 'fp32', weights, undefined, variant.attention ?? 'gqa')).artifact;
+if (JSON.stringify(artifact.manifest.segments) !== JSON.stringify(gqa.manifest.segments)) throw new Error('the in-place graph packs its weights differently from the GQA one');
+if ((artifact.manifest.attention ?? 'gqa') !== (variant.attention ?? 'gqa')) throw new Error(`asked for ${variant.attention} attention, the cache built ${artifact.manifest.attention ?? 'gqa'}`);
 await settle();
 const rssBefore = rss();
 stages.before = await split();
+await snap('before');
 await writeFile('/proc/self/clear_refs', '5').catch(() => undefined);
 
 const loadCpu = cpuMicros();
@@ -87,6 +124,7 @@ const loadCpuMicros = cpuMicros() - loadCpu;
 await settle();
 const rssLoaded = rss();
 stages.loaded = await split();
+await snap('loaded');
 const weightsMappedLoaded = await mappedResident('weights.bin');
 
 const { hiddenSize } = model.checkpoint.config;
@@ -103,6 +141,7 @@ if (!out.data.every(Number.isFinite)) throw new Error('the shard produced non-fi
 await settle();
 const rssPrefilled = rss();
 stages.prefilled = await split();
+await snap('prefilled');
 const decodeCpu = cpuMicros();
 const decodeFaults = process.resourceUsage().minorPageFault;
 for (let i = 0; i < decodeSteps; i++) {
@@ -114,6 +153,12 @@ const decodeFaultsPerStep = (process.resourceUsage().minorPageFault - decodeFaul
 await settle();
 const rssDecoded = rss();
 stages.decoded = await split();
+await snap('decoded');
+if (process.env.PEER_MEMORY_SMAPS) {
+  diffMappings('before', 'loaded');
+  diffMappings('loaded', 'prefilled');
+  diffMappings('prefilled', 'decoded');
+}
 const peakRss = Number(/VmHWM:\s+(\d+) kB/.exec(await readFile('/proc/self/status', 'utf8').catch(() => ''))?.[1] ?? 0) * 1024;
 
 console.log(

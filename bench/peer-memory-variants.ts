@@ -3,6 +3,7 @@
  * (top level, e.g. `enableCpuMemArena`) and session config entries (`session.*` keys, given
  * through `extra.session`) laid over what a Node peer uses today.
  */
+import { readFileSync } from 'node:fs';
 import type { OrtLoaderOptions } from '../src/core/runtime/ort-loader.ts';
 import type * as Ort from 'onnxruntime-common';
 import { SHARD_INPUT_HIDDEN } from '../src/core/model/shard-graph.ts';
@@ -23,7 +24,26 @@ export interface MemoryVariant {
   readonly noPresentOutputs?: boolean;
   /** The layers' attention (see AttentionKind): 'in-place' fetches no present KV at all. */
   readonly attention?: 'in-place';
+  /**
+   * 'save': the session also writes onnxruntime's optimized graph with its pre-packed weights
+   * into PEER_MEMORY_PREPACKED_DIR (`session.save_external_prepacked_constant_initializers`);
+   * 'load': the session is created from that saved graph instead of the part's own.
+   */
+  readonly prepackedFile?: 'save' | 'load';
+  /**
+   * Environment variables of the child process (glibc's malloc reads MALLOC_* only at start-up,
+   * so a process cannot set them for itself; `meshnet peer` re-executes itself with PEER_MALLOC_ENV).
+   */
+  readonly env?: Record<string, string>;
 }
+
+/**
+ * glibc malloc settings a Node peer starts with (see src/node/malloc-env.ts): one malloc arena
+ * (onnxruntime's runs come from libuv's pool threads, each of which would get its own), and a
+ * fixed mmap threshold, so a freed block of 64 KiB or more goes back to the system instead of
+ * raising glibc's dynamic threshold until every later block stays in the heap.
+ */
+const GLIBC = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '65536' };
 
 export const PEER_MEMORY_VARIANTS: Record<string, MemoryVariant> = {
   default: {},
@@ -41,6 +61,21 @@ export const PEER_MEMORY_VARIANTS: Record<string, MemoryVariant> = {
   'no-present-outputs': { noPresentOutputs: true },
   'in-place': { attention: 'in-place' },
   'in-place-no-pattern': { attention: 'in-place', options: { enableMemPattern: false } },
+  'in-place-no-arena': { attention: 'in-place', options: { enableCpuMemArena: false } },
+  'in-place-no-arena-no-pattern': { attention: 'in-place', options: { enableCpuMemArena: false, enableMemPattern: false } },
+  'in-place-shrink-prefill': { attention: 'in-place', run: { extra: { memory: { enable_memory_arena_shrinkage: 'cpu:0' } }, prefillOnly: true } },
+  glibc: { env: GLIBC },
+  'glibc-256k': { env: { ...GLIBC, MALLOC_MMAP_THRESHOLD_: '262144' } },
+  'arena-max-1': { env: { MALLOC_ARENA_MAX: '1' } },
+  'no-arena-glibc': { options: { enableCpuMemArena: false }, env: GLIBC },
+  'in-place-glibc': { attention: 'in-place', env: GLIBC },
+  'in-place-no-arena-glibc': { attention: 'in-place', options: { enableCpuMemArena: false }, env: GLIBC },
+  'in-place-no-arena-no-pattern-glibc': { attention: 'in-place', options: { enableCpuMemArena: false, enableMemPattern: false }, env: GLIBC },
+  'save-prepacked': { prepackedFile: 'save' },
+  'load-prepacked': { prepackedFile: 'load' },
+  'load-prepacked-no-pattern': { prepackedFile: 'load', options: { enableMemPattern: false } },
+  'load-prepacked-unoptimized': { prepackedFile: 'load', options: { graphOptimizationLevel: 'disabled' } },
+  'load-prepacked-basic': { prepackedFile: 'load', options: { graphOptimizationLevel: 'basic' } },
 };
 
 /** `loader` with `variant` laid over every session it creates. */
@@ -51,8 +86,22 @@ export function withMemoryVariant(loader: OrtLoaderOptions, variant: MemoryVaria
     InferenceSession: {
       create: (graph, options = {}) => {
         const extra = (options.extra ?? {}) as Record<string, unknown>;
-        const session = { ...((extra.session ?? {}) as Record<string, unknown>), ...variant.session };
-        const model = variant.noPresentOutputs ? withoutGraphOutputs(graph, (name) => name.startsWith('present.')) : graph;
+        let session: Record<string, unknown> = { ...((extra.session ?? {}) as Record<string, unknown>), ...variant.session };
+        let model = variant.noPresentOutputs ? withoutGraphOutputs(graph, (name) => name.startsWith('present.')) : graph;
+        const dir = process.env.PEER_MEMORY_PREPACKED_DIR;
+        if (variant.prepackedFile && !dir) throw new Error('set PEER_MEMORY_PREPACKED_DIR');
+        if (variant.prepackedFile === 'save') {
+          session = {
+            ...session,
+            optimized_model_filepath: `${dir}/model.onnx`,
+            optimized_model_external_initializers_file_name: 'prepacked.bin',
+            optimized_model_external_initializers_min_size_in_bytes: '1024',
+            save_external_prepacked_constant_initializers: process.env.PEER_MEMORY_SAVE_PREPACKED ?? '1',
+          };
+        } else if (variant.prepackedFile === 'load') {
+          model = new Uint8Array(readFileSync(`${dir}/model.onnx`));
+          session = { ...session, model_external_initializers_file_folder_path: dir };
+        }
         const created = ort.InferenceSession.create(model, { ...options, ...variant.options, extra: { ...extra, session } });
         return variant.run ? created.then((s) => withRunOptions(s, variant.run!)) : created;
       },

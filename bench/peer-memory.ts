@@ -27,7 +27,7 @@ const { values } = parseArgs({
   options: {
     layers: { type: 'string', default: '15' },
     weights: { type: 'string', default: 'q4-b32-acc4,fp32' },
-    variants: { type: 'string', default: Object.keys(PEER_MEMORY_VARIANTS).join(',') },
+    variants: { type: 'string', default: 'default,no-pattern,no-arena-no-pattern,in-place,glibc,no-arena-glibc,in-place-glibc,in-place-no-arena-glibc' },
     rounds: { type: 'string', default: '2' },
     decode: { type: 'string', default: '32' },
     chunk: { type: 'string', default: '128' }, // the executor runs at most MAX_RUN_POSITIONS (128) a run anyway
@@ -61,7 +61,8 @@ const results = new Map<string, Report[]>();
 for (let round = 0; round < Number(values.rounds); round++) {
   for (const weights of values.weights.split(',')) {
     for (const variant of values.variants.split(',')) {
-      const { stdout } = await run(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(BENCH, 'peer-memory-child.ts'), dir, '0', values.layers, weights, variant, values.decode, values.chunk], { env, maxBuffer: 1 << 20 });
+      const childEnv = { ...env, ...PEER_MEMORY_VARIANTS[variant]?.env };
+      const { stdout } = await run(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(BENCH, 'peer-memory-child.ts'), dir, '0', values.layers, weights, variant, values.decode, values.chunk], { env: childEnv, maxBuffer: 1 << 20 });
       const report = JSON.parse(stdout.trim().split('\n').at(-1)!) as Report;
       const key = `${weights} | ${variant}`;
       results.set(key, [...(results.get(key) ?? []), report]);

@@ -29,9 +29,22 @@ if (choice.refused) {
   process.stderr.write(`meshnet: ${choice.refused}\n`);
   process.exit(2);
 }
-if (choice.run === 'source') {
-  const { register } = await import('tsx/esm/api');
-  register();
+// `meshnet peer` on glibc runs itself again under its malloc settings (src/node/malloc-env.mjs),
+// before tsx or meshnet load, so this waiting parent stays small; MESHNET_MALLOC_ENV=0 turns it off.
+let reexecuted;
+if (process.argv[2] === 'peer') {
+  const malloc = await import(new URL(choice.run === 'source' ? 'src/node/malloc-env.mjs' : 'dist/node/malloc-env.mjs', root).href);
+  malloc.watchParent();
+  const add = malloc.peerMallocEnv();
+  if (add) reexecuted = await malloc.reexec(fileURLToPath(import.meta.url), process.argv.slice(2), add);
 }
-const { main } = await import((choice.run === 'source' ? sources : built).href);
-process.exitCode = await main(process.argv.slice(2));
+if (reexecuted !== undefined) {
+  process.exitCode = reexecuted;
+} else {
+  if (choice.run === 'source') {
+    const { register } = await import('tsx/esm/api');
+    register();
+  }
+  const { main } = await import((choice.run === 'source' ? sources : built).href);
+  process.exitCode = await main(process.argv.slice(2));
+}

@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { peerMallocEnv } from '../malloc-env.mjs';
 
 const BIN = path.resolve(import.meta.dirname, '../../../bin/meshnet.js');
 
@@ -37,8 +38,10 @@ export function spawnLocalPeers(options: LocalPeersOptions): LocalPeers {
     if (options.threads !== undefined) args.push('--threads', String(options.threads));
     if (options.memoryBudgetMb !== undefined) args.push('--memory-budget', String(options.memoryBudgetMb));
     if (options.prefixCacheMb !== undefined) args.push('--prefix-cache', String(options.prefixCacheMb));
+    const env = { ...process.env, ...options.env };
     const child = spawn(process.execPath, args, {
-      env: { ...process.env, ...options.env, ...(options.joinToken !== undefined && { MESHNET_JOIN_TOKEN: options.joinToken }) },
+      // glibc's malloc settings given here, so bin/meshnet.js need not run the peer again: the pid is the peer's own (benches read its peak RSS).
+      env: { ...env, ...peerMallocEnv(env), ...(options.joinToken !== undefined && { MESHNET_JOIN_TOKEN: options.joinToken }) },
       stdio: ['ignore', 'inherit', 'pipe'],
     });
     child.stderr!.on('data', (chunk: Buffer) => {
