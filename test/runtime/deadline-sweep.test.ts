@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { withDeadline } from '../../src/core/runtime/deadline.ts';
 import { sweepOf } from '../../src/core/runtime/deadline-sweep.ts';
@@ -8,7 +9,7 @@ import { ManualClock } from '../route/manual-clock.ts';
 
 class Late extends Error {}
 const never = (signal: AbortSignal | undefined) =>
-  new Promise<string>((_, reject) => signal!.addEventListener('abort', () => reject(signal!.reason), { once: true }));
+  new Promise<string>((_, reject) => (signal!.aborted ? reject(signal!.reason) : signal!.addEventListener('abort', () => reject(signal!.reason), { once: true })));
 
 describe('withDeadline on the clock’s one deadline sweep', () => {
   it('a hung call rejects with its own reason exactly at its deadline; many calls share one timer', async () => {
@@ -52,6 +53,22 @@ describe('withDeadline on the clock’s one deadline sweep', () => {
     expect(sweepOf(clock).size).toBe(0);
     clock.advance(1000);
     expect(aborts).toBe(1);
+  });
+
+  it('calls under one caller signal share one abort listener; its abort reaches each call once, in the order they started', async () => {
+    const clock = new ManualClock();
+    const caller = new AbortController();
+    const order: number[] = [];
+    const started = (i: number) => (s: AbortSignal | undefined) => (s!.addEventListener('abort', () => order.push(i)), never(s));
+    expect(await withDeadline(clock, 1000, () => new Late(), async () => 'settled', caller.signal)).toBe('settled');
+    const calls = [0, 1, 2].map((i) => withDeadline(clock, 1000, () => new Late(), started(i), caller.signal).catch((e: unknown) => e));
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(1);
+    caller.abort(new Error('cancelled'));
+    for (const error of await Promise.all(calls)) expect((error as Error).message).toBe('cancelled');
+    expect(order).toEqual([0, 1, 2]);
+    expect(sweepOf(clock).size).toBe(0);
+    const after = await withDeadline(clock, 1000, () => new Late(), never, caller.signal).catch((e: unknown) => e);
+    expect((after as Error).message).toBe('cancelled');
   });
 
   it('with lag grace, a sweep that runs late gives the call one more millisecond, once', async () => {

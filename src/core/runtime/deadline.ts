@@ -26,10 +26,38 @@ class CallDeadline implements SweptDeadline {
     this.controller.abort(this.reason());
   }
 
-  /** The caller's signal aborted (an EventListener object: no closure per call). */
-  handleEvent(): void {
+  /** The caller's signal aborted. */
+  callerAborted(): void {
     this.controller.abort(this.caller!.reason);
   }
+}
+
+/**
+ * The calls in flight under each caller signal (a session's: every frame to every hop). One
+ * abort listener per signal, added with its first call and kept for the signal's life, hands
+ * the abort to each call in the order they started — a Set entry per call instead of an
+ * addEventListener/removeEventListener pair per frame, which cost the head more than the rest
+ * of the frame's send path together (bench/hop-stages.ts probes). Calls that settled leave
+ * their set, so a long-lived signal holds only the calls in flight.
+ */
+const callsUnder = new WeakMap<AbortSignal, Set<CallDeadline>>();
+
+function callsOf(signal: AbortSignal): Set<CallDeadline> {
+  let calls = callsUnder.get(signal);
+  if (calls === undefined) {
+    const set = (calls = new Set());
+    callsUnder.set(signal, set);
+    signal.addEventListener(
+      'abort',
+      () => {
+        const aborted = [...set];
+        set.clear();
+        for (const call of aborted) call.callerAborted();
+      },
+      { once: true },
+    );
+  }
+  return calls;
 }
 
 /**
@@ -51,15 +79,16 @@ export async function withDeadline<T>(
   // stalled: a garbage-collection pause, a busy head) waits one more millisecond, so an
   // answer that arrived during the stall — timers run before pending socket reads — is read first.
   const deadline = new CallDeadline(clock.now() + ms, lagGraceMs, reason, signal);
-  if (signal?.aborted) deadline.handleEvent();
-  else signal?.addEventListener('abort', deadline, { once: true });
+  let calls: Set<CallDeadline> | undefined;
+  if (signal?.aborted) deadline.callerAborted();
+  else if (signal !== undefined) (calls = callsOf(signal)).add(deadline);
   const sweep = sweepOf(clock);
   sweep.add(deadline);
   try {
     return await work(deadline.controller.signal);
   } finally {
     sweep.delete(deadline);
-    signal?.removeEventListener('abort', deadline);
+    calls?.delete(deadline);
   }
 }
 
