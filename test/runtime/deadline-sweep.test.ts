@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { getEventListeners } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { withDeadline } from '../../src/core/runtime/deadline.ts';
 import { sweepOf } from '../../src/core/runtime/deadline-sweep.ts';
@@ -105,5 +107,31 @@ describe('SocketLink request timeouts on one sweep per link', () => {
     for (const error of await Promise.all(hung)) expect(error).toBeInstanceOf(LinkTimeoutError);
     expect(performance.now() - started).toBeGreaterThanOrEqual(29);
     await link.close();
+  });
+
+  it('an open link keeps no timer holding the process once its requests are answered (the sweep’s idle timer is unref’d)', () => {
+    // A child with a 60 s timeout, one request answered, the link left open: it must end on its own, long before 60 s.
+    const module = fileURLToPath(new URL('../../src/core/runtime/socket-link.ts', import.meta.url));
+    const codec = fileURLToPath(new URL('../../src/core/frames/frame-codec.ts', import.meta.url));
+    const script = `
+      const { SocketLink } = await import(${JSON.stringify(module)});
+      const { encodeFrame } = await import(${JSON.stringify(codec)});
+      const f = (kind) => encodeFrame({ kind, requestId: 0, sessionId: '00000000-0000-4000-8000-000000000001', startPosition: 3, range: { start: 0, end: 2 }, activations: { dtype: 'fp32', data: new Float32Array(4), tokens: 1, hiddenSize: 4 } });
+      const sent = [];
+      const link = new SocketLink({ send: (d) => void sent.push(d), close() {} }, { timeoutMs: 60000 });
+      const answered = link.request(f('decode'));
+      const answer = f('result');
+      answer.set(sent[0].subarray(8, 12), 8);
+      link.receive(answer);
+      await answered;
+      process.stdout.write('answered');
+    `;
+    const started = performance.now();
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(child.stderr).toBe('');
+    expect(child.stdout).toBe('answered');
+    expect(child.signal).toBeNull(); // not killed by the 20 s timeout
+    expect(child.status).toBe(0);
+    expect(performance.now() - started).toBeLessThan(20_000);
   });
 });

@@ -39,14 +39,17 @@ interface Pending<T> {
 }
 
 /**
- * The clock of request timeouts: monotonic time and the host's timers as they are (ref'd, as
- * each request's own timer was; the sweep's last timer goes when the link closes).
+ * The clock of request timeouts: monotonic time and unref'd host timers. A pending request is
+ * held open by its socket, not by its timeout; and the sweep's idle timer (which may hold no
+ * deadline at all: see DeadlineSweep) must not keep a process with an open link alive until
+ * it fires, up to `timeoutMs` after the last answer.
  */
 const linkTimeClock: Clock = {
   now: () => performance.now(),
   setTimeout(callback, ms) {
-    const timer = setTimeout(callback, ms);
-    return () => clearTimeout(timer);
+    const timer = setTimeout(callback, ms) as unknown as { unref?: () => void };
+    timer.unref?.();
+    return () => clearTimeout(timer as unknown as ReturnType<typeof setTimeout>);
   },
 };
 
