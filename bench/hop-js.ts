@@ -46,3 +46,4 @@ for (let r = 0; r < Number(values.rounds); r++) {
 }
 const sorted = [...results].sort((a, b) => a - b);
 console.log(`hop-js hidden ${hiddenSize}: CPU µs per frame round trip ${results.map((x) => x.toFixed(2)).join(' ')} (median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(2)})`);
+await link.close();

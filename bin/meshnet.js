@@ -34,8 +34,7 @@ if (choice.refused) {
 let reexecuted;
 if (process.argv[2] === 'peer') {
   const malloc = await import(new URL(choice.run === 'source' ? 'src/node/malloc-env.mjs' : 'dist/node/malloc-env.mjs', root).href);
-  malloc.watchParent();
-  const add = malloc.peerMallocEnv();
+  const add = malloc.watchParent() ? undefined : malloc.peerMallocEnv();
   if (add) reexecuted = await malloc.reexec(fileURLToPath(import.meta.url), process.argv.slice(2), add);
 }
 if (reexecuted !== undefined) {

@@ -8,7 +8,7 @@
 // runs come from libuv's pool threads, each of which gets a malloc arena of its own.
 // MALLOC_MMAP_THRESHOLD_ fixes the threshold (blocks of 64 KiB or more are mapped and unmapped),
 // MALLOC_ARENA_MAX=1 keeps one arena. bench/peer-memory.ts (SmolLM2-135M-shaped, 15 q4 layers,
-// 512-position prefill, 64 decode steps): resident growth 117 -> 98 MiB, no decode CPU cost
+// 512-position prefill, 64 decode steps): resident growth 116 -> 98 MiB, no decode CPU cost
 // beyond the noise. glibc reads these only when a process starts, so `meshnet peer` runs itself
 // again with them set (the waiting parent: about 7 MiB of its own anonymous memory).
 
@@ -18,9 +18,23 @@ export const PEER_MALLOC_ENV = Object.freeze({ MALLOC_ARENA_MAX: '1', MALLOC_MMA
 /** Set in the re-executed child, so it knows to watch its parent (and never runs itself again). */
 const CHILD_MARK = 'MESHNET_MALLOC_CHILD';
 
-/** Whether this process's C library is glibc (Linux only: process.report's glibcVersionRuntime). */
+let glibcSeen;
+
+/**
+ * Whether this process's C library is glibc (Linux only: process.report's glibcVersionRuntime).
+ * Read once; the report leaves out its network part (a reverse lookup per open socket).
+ */
 export function isGlibc() {
-  return process.platform === 'linux' && Boolean(process.report?.getReport().header.glibcVersionRuntime);
+  if (glibcSeen !== undefined) return glibcSeen;
+  if (process.platform !== 'linux' || process.report === undefined) return (glibcSeen = false);
+  const exclude = process.report.excludeNetwork;
+  process.report.excludeNetwork = true;
+  try {
+    glibcSeen = Boolean(process.report.getReport().header.glibcVersionRuntime);
+  } finally {
+    process.report.excludeNetwork = exclude;
+  }
+  return glibcSeen;
 }
 
 /**
@@ -45,8 +59,8 @@ export function reexec(script, args, add) {
   // Never from the re-executed child, nor with node's -e/-p code in execArgv: either would run again, and again.
   if (process.env[CHILD_MARK] !== undefined) return Promise.reject(new Error('reexec: this process is already the re-executed child'));
   if (process.execArgv.some((a) => /^(-e|-p|--eval|--print)(=|$)/.test(a))) return Promise.reject(new Error('reexec: node runs -e/-p code, not a script'));
-  return import('node:child_process').then(
-    ({ spawn }) =>
+  return Promise.all([import('node:child_process'), import('node:os')]).then(
+    ([{ spawn }, { constants }]) =>
       new Promise((resolve) => {
         const child = spawn(process.execPath, [...process.execArgv, script, ...args], {
           stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
@@ -61,23 +75,29 @@ export function reexec(script, args, add) {
         });
         child.once('exit', (code, signal) => {
           for (const s of signals) process.off(s, forward);
-          resolve(code ?? 128 + (signal ? osSignal(signal) : 0));
+          resolve(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0));
         });
       }),
   );
 }
 
-function osSignal(name) {
-  return { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[name] ?? 0;
-}
-
 /**
  * In the re-executed child: end with SIGTERM (the peer's own clean close) when the parent's IPC
  * channel closes, i.e. when the parent is gone; the channel does not keep the process alive.
- * A no-op in any other process.
+ * A parent already gone before this runs (killed while the child was loading: the channel
+ * closed, or this process was handed to another parent) ends it too. The mark leaves this
+ * process's environment, so processes it starts are not taken for re-executed children.
+ * A no-op in any other process. Returns whether this process is the re-executed child.
  */
 export function watchParent() {
-  if (process.env[CHILD_MARK] === undefined || !process.channel) return;
-  process.channel.unref();
-  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+  const mark = process.env[CHILD_MARK];
+  if (mark === undefined) return false;
+  delete process.env[CHILD_MARK];
+  if (process.channel) {
+    process.channel.unref();
+    process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+  }
+  // Gone already: handed to another parent, or the channel closed (and left: process.channel is then undefined).
+  if (String(process.ppid) !== mark || !process.connected) process.kill(process.pid, 'SIGTERM');
+  return true;
 }
