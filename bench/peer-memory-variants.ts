@@ -67,6 +67,11 @@ export const PEER_MEMORY_VARIANTS: Record<string, MemoryVariant> = {
   glibc: { env: GLIBC },
   'glibc-256k': { env: { ...GLIBC, MALLOC_MMAP_THRESHOLD_: '262144' } },
   'arena-max-1': { env: { MALLOC_ARENA_MAX: '1' } },
+  'glibc-1m': { env: { ...GLIBC, MALLOC_MMAP_THRESHOLD_: '1048576' } },
+  'glibc-4m': { env: { ...GLIBC, MALLOC_MMAP_THRESHOLD_: '4194304' } },
+  // A fixed mmap threshold also fixes the trim threshold at its 128 KiB default: the heap's top is given back and faulted in again every run.
+  'glibc-trim-8m': { env: { ...GLIBC, MALLOC_TRIM_THRESHOLD_: '8388608' } },
+  'glibc-1m-trim-8m': { env: { ...GLIBC, MALLOC_MMAP_THRESHOLD_: '1048576', MALLOC_TRIM_THRESHOLD_: '8388608' } },
   'no-arena-glibc': { options: { enableCpuMemArena: false }, env: GLIBC },
   'in-place-glibc': { attention: 'in-place', env: GLIBC },
   'in-place-no-arena-glibc': { attention: 'in-place', options: { enableCpuMemArena: false }, env: GLIBC },

@@ -1,4 +1,4 @@
-// glibc malloc settings a Node peer runs under (issue 24: a peer's memory is what it holds),
+// glibc malloc settings a Node peer can run under (issue 24: a peer's memory is what it holds),
 // and the re-execution that applies them. Plain JavaScript without dependencies: bin/meshnet.js
 // loads it before tsx or the rest of meshnet, so the waiting parent stays small.
 //
@@ -7,10 +7,18 @@
 // blocks up to 32 MiB come from the heap and stay resident when freed; and onnxruntime-node's
 // runs come from libuv's pool threads, each of which gets a malloc arena of its own.
 // MALLOC_MMAP_THRESHOLD_ fixes the threshold (blocks of 64 KiB or more are mapped and unmapped),
-// MALLOC_ARENA_MAX=1 keeps one arena. bench/peer-memory.ts (SmolLM2-135M-shaped, 15 q4 layers,
-// 512-position prefill, 64 decode steps): resident growth 116 -> 98 MiB, no decode CPU cost
-// beyond the noise. glibc reads these only when a process starts, so `meshnet peer` runs itself
-// again with them set (the waiting parent: about 7 MiB of its own anonymous memory).
+// MALLOC_ARENA_MAX=1 keeps one arena. glibc reads these only when a process starts, so
+// `meshnet peer` runs itself again with them set (the waiting parent: about 7 MiB of its own
+// anonymous memory).
+//
+// Opt-in (MESHNET_MALLOC_ENV=1), because the memory is paid for in speed. bench/peer-memory.ts
+// (SmolLM2-135M-shaped, 15 q4 layers, 512-position prefill, 64 decode steps): resident growth
+// 116 -> 98 MiB on an Intel Xeon with no decode cost resolvable; on an AMD EPYC (Zen 5) 115.5 ->
+// 95.8 MiB, but decode CPU 5.53 -> 6.59 ms a step and faults 25 -> 70 a step (every block of
+// 64 KiB or more mapped, faulted in and unmapped again each run), the prefill 564 -> 718 ms; and
+// 2 relay peers kept 64-76% of one process in q8/q4 with it against 73-91% without. Thresholds
+// that keep the speed (1 MiB, or 1 MiB with an 8 MiB trim threshold) keep the memory too
+// (111-113 MiB): the saving is exactly the blocks that cost the faults.
 
 /** The variables (glibc ignores them elsewhere; musl and other systems never see them). */
 export const PEER_MALLOC_ENV = Object.freeze({ MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '65536' });
@@ -38,12 +46,12 @@ export function isGlibc() {
 }
 
 /**
- * The variables to start a peer with given an environment, or undefined for none: when
- * MESHNET_MALLOC_ENV=0 turns this off, the C library is not glibc, this is already the
- * re-executed child, or any of them is already set (the user's own setting wins).
+ * The variables to start a peer with given an environment, or undefined for none: unless
+ * MESHNET_MALLOC_ENV=1 asks for them, the C library is glibc, this is not already the
+ * re-executed child, and none of them is set already (the user's own setting wins).
  */
 export function peerMallocEnv(env = process.env, glibc = isGlibc()) {
-  if (env.MESHNET_MALLOC_ENV === '0' || env[CHILD_MARK] !== undefined || !glibc) return undefined;
+  if (env.MESHNET_MALLOC_ENV !== '1' || env[CHILD_MARK] !== undefined || !glibc) return undefined;
   if (Object.keys(PEER_MALLOC_ENV).some((key) => env[key] !== undefined)) return undefined;
   return { ...PEER_MALLOC_ENV };
 }

@@ -18,7 +18,7 @@ function cleanEnv(): NodeJS.ProcessEnv {
 /** A parent script that runs `child` again through reexec and exits with its code. */
 function parentOf(dir: string, child: string): string {
   const parent = path.join(dir, 'parent.mjs');
-  writeFileSync(parent, `const m = await import(${JSON.stringify(MODULE)}); process.exitCode = await m.reexec(${JSON.stringify(child)}, [], m.peerMallocEnv({}, true));`);
+  writeFileSync(parent, `const m = await import(${JSON.stringify(MODULE)}); process.exitCode = await m.reexec(${JSON.stringify(child)}, [], m.peerMallocEnv({ MESHNET_MALLOC_ENV: '1' }, true));`);
   return parent;
 }
 async function until(check: () => boolean, ms: number): Promise<boolean> {

@@ -1,4 +1,4 @@
-// `meshnet peer` runs itself again under glibc's malloc settings (src/node/malloc-env.mjs):
+// With MESHNET_MALLOC_ENV=1, `meshnet peer` runs itself again under glibc's malloc settings (src/node/malloc-env.mjs):
 // when it does, that the child gets them and its exit code reaches the parent's caller, and
 // that the child does not outlive a parent killed with SIGKILL.
 import { spawn, spawnSync } from 'node:child_process';
@@ -22,12 +22,14 @@ describe('peerMallocEnv', () => {
     }
   });
 
-  it('adds the settings on glibc unless turned off, already set, or in the re-executed child', () => {
-    expect(peerMallocEnv({}, true)).toEqual(PEER_MALLOC_ENV);
-    expect(peerMallocEnv({}, false)).toBeUndefined();
+  it('adds the settings only when MESHNET_MALLOC_ENV=1 asks, on glibc, unless already set or in the re-executed child', () => {
+    const on = { MESHNET_MALLOC_ENV: '1' };
+    expect(peerMallocEnv(on, true)).toEqual(PEER_MALLOC_ENV);
+    expect(peerMallocEnv({}, true)).toBeUndefined(); // off by default: they cost decode CPU (bench/README)
     expect(peerMallocEnv({ MESHNET_MALLOC_ENV: '0' }, true)).toBeUndefined();
-    expect(peerMallocEnv({ MALLOC_ARENA_MAX: '4' }, true)).toBeUndefined();
-    expect(peerMallocEnv({ MESHNET_MALLOC_CHILD: '1' }, true)).toBeUndefined();
+    expect(peerMallocEnv(on, false)).toBeUndefined();
+    expect(peerMallocEnv({ ...on, MALLOC_ARENA_MAX: '4' }, true)).toBeUndefined();
+    expect(peerMallocEnv({ ...on, MESHNET_MALLOC_CHILD: '1' }, true)).toBeUndefined();
   });
 });
 
@@ -51,7 +53,7 @@ describe.runIf(isGlibc())('reexec', () => {
     const child = path.join(dir, 'child.mjs');
     writeFileSync(child, `import { writeFileSync } from 'node:fs'; writeFileSync(${JSON.stringify(path.join(dir, 'env.json'))}, JSON.stringify({ arena: process.env.MALLOC_ARENA_MAX, mmap: process.env.MALLOC_MMAP_THRESHOLD_, args: process.argv.slice(2) })); process.exit(3);`);
     const parent = path.join(dir, 'parent.mjs');
-    writeFileSync(parent, `const m = await import(${JSON.stringify(MODULE)}); process.exitCode = await m.reexec(${JSON.stringify(child)}, ['a', 'b'], m.peerMallocEnv({}, true));`);
+    writeFileSync(parent, `const m = await import(${JSON.stringify(MODULE)}); process.exitCode = await m.reexec(${JSON.stringify(child)}, ['a', 'b'], m.peerMallocEnv({ MESHNET_MALLOC_ENV: '1' }, true));`);
     const env = { ...process.env };
     for (const key of [...Object.keys(PEER_MALLOC_ENV), 'MESHNET_MALLOC_CHILD', 'MESHNET_MALLOC_ENV']) delete env[key];
     const result = spawnSync(process.execPath, [parent], { env, encoding: 'utf8', timeout: 10_000 });
@@ -65,7 +67,7 @@ describe.runIf(isGlibc())('reexec', () => {
     const child = path.join(dir, 'child.mjs');
     writeFileSync(child, `import { writeFileSync } from 'node:fs'; const m = await import(${JSON.stringify(MODULE)}); m.watchParent(); process.on('SIGTERM', () => process.exit(0)); writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000);`);
     const parentScript = path.join(dir, 'parent.mjs');
-    writeFileSync(parentScript, `const m = await import(${JSON.stringify(MODULE)}); await m.reexec(${JSON.stringify(child)}, [], m.peerMallocEnv({}, true));`);
+    writeFileSync(parentScript, `const m = await import(${JSON.stringify(MODULE)}); await m.reexec(${JSON.stringify(child)}, [], m.peerMallocEnv({ MESHNET_MALLOC_ENV: '1' }, true));`);
     const env = { ...process.env };
     delete env.MESHNET_MALLOC_CHILD;
     const parent = spawn(process.execPath, [parentScript], { stdio: 'ignore', env });
@@ -79,8 +81,8 @@ describe.runIf(isGlibc())('reexec', () => {
   it('meshnet peer passes its exit code through the re-executed child', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, MESHNET_RUN: 'source' };
     for (const key of [...Object.keys(PEER_MALLOC_ENV), 'MESHNET_MALLOC_CHILD', 'MESHNET_MALLOC_ENV']) delete env[key];
-    const result = spawnSync(process.execPath, [BIN, 'peer', '--no-such-option'], { env, encoding: 'utf8', timeout: 20_000 });
-    const direct = spawnSync(process.execPath, [BIN, 'peer', '--no-such-option'], { env: { ...env, MESHNET_MALLOC_ENV: '0' }, encoding: 'utf8', timeout: 20_000 });
+    const result = spawnSync(process.execPath, [BIN, 'peer', '--no-such-option'], { env: { ...env, MESHNET_MALLOC_ENV: '1' }, encoding: 'utf8', timeout: 20_000 });
+    const direct = spawnSync(process.execPath, [BIN, 'peer', '--no-such-option'], { env, encoding: 'utf8', timeout: 20_000 });
     expect(direct.status).not.toBe(0);
     expect(result.status).toBe(direct.status);
     expect(result.stderr).toBe(direct.stderr);

@@ -40,7 +40,7 @@ export function spawnLocalPeers(options: LocalPeersOptions): LocalPeers {
     if (options.prefixCacheMb !== undefined) args.push('--prefix-cache', String(options.prefixCacheMb));
     const env = { ...process.env, ...options.env };
     const child = spawn(process.execPath, args, {
-      // glibc's malloc settings given here, so bin/meshnet.js need not run the peer again: the pid is the peer's own (benches read its peak RSS).
+      // glibc's malloc settings (with MESHNET_MALLOC_ENV=1) given here, so bin/meshnet.js need not run the peer again: the pid is the peer's own (benches read its peak RSS).
       env: { ...env, ...peerMallocEnv(env), ...(options.joinToken !== undefined && { MESHNET_JOIN_TOKEN: options.joinToken }) },
       stdio: ['ignore', 'inherit', 'pipe'],
     });
