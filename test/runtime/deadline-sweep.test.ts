@@ -3,7 +3,7 @@ import { getEventListeners } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { withDeadline } from '../../src/core/runtime/deadline.ts';
-import { sweepOf } from '../../src/core/runtime/deadline-sweep.ts';
+import { DeadlineSweep, sweepOf } from '../../src/core/runtime/deadline-sweep.ts';
 import { SocketLink } from '../../src/core/runtime/socket-link.ts';
 import { LinkTimeoutError } from '../../src/core/runtime/peer-link.ts';
 import { encodeFrame } from '../../src/core/frames/frame-codec.ts';
@@ -85,6 +85,25 @@ describe('withDeadline on the clock’s one deadline sweep', () => {
     clock.advance(500);
     clock.advance(1);
     expect(await late).toBeInstanceOf(Late);
+  });
+});
+
+describe('DeadlineSweep past the host’s timer range', () => {
+  it('a deadline farther out than 2^31 − 1 ms arms a timer of at most that, and expires only at its own time', () => {
+    const clock = new ManualClock();
+    const sweep = new DeadlineSweep(clock);
+    const max = 0x7fffffff;
+    let expired = 0;
+    sweep.add({ due: clock.now() + 3 * max, graceMs: 0, expire: () => void expired++ });
+    expect(clock.nextIn).toBe(max);
+    clock.advance(max);
+    expect(expired).toBe(0);
+    expect(clock.nextIn).toBe(max); // armed again for the rest, not at once
+    clock.advance(max);
+    expect(clock.nextIn).toBe(max);
+    clock.advance(max);
+    expect(expired).toBe(1);
+    expect(clock.pending).toBe(0);
   });
 });
 

@@ -25,6 +25,9 @@ export interface SweptDeadline {
   expire(): void;
 }
 
+/** The longest delay a host timer takes as given. */
+const MAX_TIMER_MS = 0x7fffffff;
+
 export class DeadlineSweep {
   private readonly deadlines = new Set<SweptDeadline>();
   /** The due time the timer is armed for (Infinity: no timer). */
@@ -63,7 +66,9 @@ export class DeadlineSweep {
   private arm(due: number): void {
     this.cancel?.();
     this.armedFor = due;
-    this.cancel = this.clock.setTimeout(this.sweep, Math.max(0, due - this.clock.now()));
+    // At most the host's timer range (2^31 − 1 ms, about 24.8 days): a longer delay fires at once on
+    // Node (and re-arming would spin); a deadline farther out is armed for again when that timer finds it not due.
+    this.cancel = this.clock.setTimeout(this.sweep, Math.min(MAX_TIMER_MS, Math.max(0, due - this.clock.now())));
   }
 
   private readonly sweep = (): void => {
