@@ -134,7 +134,8 @@ for (const weights of formats) {
         rate.set(`${weights}/${peers}/${name}`, r.decodeTokensPerSecond);
         const where = peers === 0 ? 'one process' : `${peers} relay peers`;
         const mib = r.packed ? `${(r.packed.bytesPerLayer / 2 ** 20).toFixed(1)} MiB/layer, LM head ${(r.packed.lmHeadBytes / 2 ** 20).toFixed(1)} MiB` : '';
-        console.log(`${name}: ${weights}, ${where}, ${mib}: decode ${r.decodeTokensPerSecond.toFixed(2)} tokens/s (load ${r.loadAverage.map((l) => l.toFixed(1)).join(' → ')})`);
+        const split = r.breakdownMs ? `; median ms per token: ${Object.entries(r.breakdownMs).map(([part, ms]) => `${part} ${ms.toFixed(2)}`).join(', ')}` : '';
+        console.log(`${name}: ${weights}, ${where}, ${mib}: decode ${r.decodeTokensPerSecond.toFixed(2)} tokens/s (load ${r.loadAverage.map((l) => l.toFixed(1)).join(' → ')})${split}`);
       } catch (error) {
         console.log(`${name}: ${weights}, ${peers} peers: failed (${error instanceof Error ? error.message : String(error)})`);
       }
