@@ -5,7 +5,7 @@
  * batched decode equals alone, and a rollback behind what a window still holds is a cache miss.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KV_BLOCK_POSITIONS, WINDOW_ROLLBACK_SLACK, replaceWindowPositions } from '../../src/core/runtime/kv-state.ts';
+import { WINDOW_BLOCK_POSITIONS, WINDOW_ROLLBACK_SLACK, replaceWindowPositions } from '../../src/core/runtime/kv-state.ts';
 import { loadLocalPipeline } from '../../src/node/local-model.ts';
 import { kvBytesBound, windowKvPositions } from '../../src/core/model/layer-attention.ts';
 import { CacheMissError } from '../../src/core/runtime/shard-executor.ts';
@@ -49,7 +49,7 @@ describe('windowed KV', () => {
       const bytesOf = (layers: number[]) => layers.reduce((n, l) => n + 2 * (state.past(l)!.key as { dims: readonly number[] }).dims.reduce((a, b) => a * b, 1) * 4, 0);
       const local = [0, 2]; // pattern 2: layers 0 and 2 slide, 1 and 3 are global
       const global = [1, 3];
-      const bound = windowKvPositions(WINDOW, KV_BLOCK_POSITIONS);
+      const bound = windowKvPositions(WINDOW, WINDOW_BLOCK_POSITIONS); // window - 1 + 64: attention reads the whole capacity
       const seen: { at: number; local: number; global: number }[] = [];
       for (let at = 300; at < 700; at++) {
         const logits = await stepLogits(p, 's', [token(at)], at);
@@ -64,7 +64,7 @@ describe('windowed KV', () => {
       expect(state.offsetOf(0)).toBeGreaterThan(600);
       expect(state.offsetOf(1)).toBe(0);
       expect(state.bytes).toBe(bytesOf([...local, ...global]));
-      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 768, 4, KV_BLOCK_POSITIONS)); // global layers at their 768-position capacity
+      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 768, 4, WINDOW_BLOCK_POSITIONS)); // global layers at their 768-position capacity
       // A rollback of a few positions is served; one behind the window's held positions is a cache miss.
       kv.truncate(695);
       expect(maxAbsDiff(await stepLogits(p, 's', [token(695)], 695), reference([token(695)]))).toBeLessThan(1e-4);
@@ -87,8 +87,8 @@ describe('windowed KV', () => {
       const prompt = Array.from({ length: 300 }, (_, i) => token(i));
       expect(maxAbsDiff(await stepLogits(p, 'r', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
       const state = p.stages[0].kv.acquire('r', all);
-      const bound = replaceWindowPositions(WINDOW); // window - 1 + 64, within the pool's window - 1 + 256
-      expect(bound).toBeLessThan(windowKvPositions(WINDOW, KV_BLOCK_POSITIONS));
+      const bound = replaceWindowPositions(WINDOW); // window - 1 + 64, within the pool's window - 1 + 64
+      expect(bound).toBeLessThanOrEqual(windowKvPositions(WINDOW, WINDOW_BLOCK_POSITIONS));
       // The 300-position prefill passed the bound: the windowed layers were trimmed at once.
       expect(state.offsetOf(0)).toBe(300 - (WINDOW - 1 + WINDOW_ROLLBACK_SLACK));
       expect(state.capacityOf(0)).toBe(WINDOW - 1 + WINDOW_ROLLBACK_SLACK);
@@ -124,7 +124,7 @@ describe('windowed KV', () => {
       const prompt = Array.from({ length: 200 }, (_, i) => token(i));
       expect(maxAbsDiff(await stepLogits(p, 'g', prompt, 0), reference(prompt))).toBeLessThan(1e-4);
       const state = p.stages[0].kv.acquire('g', all);
-      const bound = windowKvPositions(WINDOW, KV_BLOCK_POSITIONS);
+      const bound = windowKvPositions(WINDOW, WINDOW_BLOCK_POSITIONS);
       const sliding: number[] = [];
       const full: number[] = [];
       for (let at = 200; at < 640; at++) {
@@ -138,7 +138,7 @@ describe('windowed KV', () => {
       expect(full.at(-1)!).toBeGreaterThan(full[0]); // the full layer's grows with the context
       expect(state.offsetOf(0)).toBeGreaterThan(640 - bound);
       expect(state.offsetOf(1)).toBe(0);
-      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 768, 4, KV_BLOCK_POSITIONS));
+      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 768, 4, WINDOW_BLOCK_POSITIONS));
     } finally {
       await p.dispose();
     }
@@ -155,8 +155,8 @@ describe('windowed KV', () => {
       const bytesAt600 = state.bytes;
       for (let at = 600; at < 700; at++) await stepLogits(p, 'a', [token(at)], at);
       expect(state.bytes).toBe(bytesAt600);
-      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 700, 4, KV_BLOCK_POSITIONS));
-      expect(kvBytesBound(config, all, 700, 4, KV_BLOCK_POSITIONS)).toBe(kvBytesBound(config, all, 100_000, 4, KV_BLOCK_POSITIONS));
+      expect(state.bytes).toBeLessThanOrEqual(kvBytesBound(config, all, 700, 4, WINDOW_BLOCK_POSITIONS));
+      expect(kvBytesBound(config, all, 700, 4, WINDOW_BLOCK_POSITIONS)).toBe(kvBytesBound(config, all, 100_000, 4, WINDOW_BLOCK_POSITIONS));
       // Two sessions at different lengths in one batched run equal each alone.
       const stage = p.stages[0];
       const b1 = stage.kv.acquire('b1', all);

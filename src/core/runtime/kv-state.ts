@@ -18,9 +18,9 @@
  * Sliding-window layers (`KvTensorOps.window`, pool mode): their tensors keep only the
  * positions a later query can still see. When a step would overflow their room, the oldest
  * positions are dropped (`offsetOf`), keeping the window less one plus a little slack for a
- * rollback, so their room stays at `windowKvPositions` and their bytes stop growing past the
- * window. Truncating behind what they still hold empties the state (a cache miss: the hop
- * re-prefills). In replace mode (KV on the GPU) each step's present holds their held positions
+ * rollback, so their room stays at `windowKvPositions` (of WINDOW_BLOCK_POSITIONS) and their
+ * bytes stop growing past the window. Truncating behind what they still hold empties the state
+ * (a cache miss: the hop re-prefills). In replace mode (KV on the GPU) each step's present holds their held positions
  * plus the new ones; once that passes `replaceWindowPositions`, `windowTrim` says which positions to keep
  * and the executor copies them on the device (its trim graph) into `compactWindow`, so their
  * memory is bounded the same way.
@@ -65,6 +65,8 @@ export interface LayerKv<T> {
 
 /** Positions a pool grows by at least (and rounds its capacity to). */
 export const KV_BLOCK_POSITIONS = 256;
+/** A windowed layer's room beyond its window less one (compacted when full): small, as attention reads all of it each step. */
+export const WINDOW_BLOCK_POSITIONS = 64;
 
 /**
  * The capacity a pool reserves for `needed` positions: `needed` rounded up to a block. Not
@@ -232,7 +234,7 @@ export class KvState<T> {
     const window = this.ops.window?.size ?? 0;
     const dropTo = windowGrows ? Math.max(this.dropped, this.positions - (window - 1 + WINDOW_ROLLBACK_SLACK)) : this.dropped;
     const needed = total - dropTo;
-    const bound = windowKvPositions(window, KV_BLOCK_POSITIONS);
+    const bound = windowKvPositions(window, WINDOW_BLOCK_POSITIONS);
     const windowRoom = !windowGrows ? this.windowRoom : needed <= bound ? Math.max(Math.min(bound, poolCapacity(needed, 0)), Math.min(this.windowRoom, bound)) : needed;
     const plan = (layer: number) =>
       this.windowed.has(layer)
