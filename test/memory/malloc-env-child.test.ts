@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { alive, until } from './process-watch.ts';
 import { PEER_MALLOC_ENV, isGlibc } from '../../src/node/malloc-env.mjs';
 
 const MODULE = path.resolve(import.meta.dirname, '../../src/node/malloc-env.mjs');
@@ -21,18 +22,6 @@ function parentOf(dir: string, child: string): string {
   writeFileSync(parent, `const m = await import(${JSON.stringify(MODULE)}); process.exitCode = await m.reexec(${JSON.stringify(child)}, [], m.peerMallocEnv({ MESHNET_MALLOC_ENV: '1' }, true));`);
   return parent;
 }
-async function until(check: () => boolean, ms: number): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) if (check()) return true;
-  return check();
-}
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe.runIf(isGlibc())('the re-executed child', () => {
   it('ends when its parent was killed with SIGKILL before it started watching', async () => {

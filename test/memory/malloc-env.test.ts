@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { alive, until } from './process-watch.ts';
 import { PEER_MALLOC_ENV, isGlibc, peerMallocEnv } from '../../src/node/malloc-env.mjs';
 
 const MODULE = path.resolve(import.meta.dirname, '../../src/node/malloc-env.mjs');
@@ -32,20 +33,6 @@ describe('peerMallocEnv', () => {
     expect(peerMallocEnv({ ...on, MESHNET_MALLOC_CHILD: '1' }, true)).toBeUndefined();
   });
 });
-
-/** Wait until `check` holds, polling every 50 ms, at most `ms`. */
-async function until(check: () => boolean, ms: number): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) if (check()) return true;
-  return check();
-}
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe.runIf(isGlibc())('reexec', () => {
   it('runs the script again with the settings and exits with its code', () => {
