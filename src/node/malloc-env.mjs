@@ -14,9 +14,9 @@
 // Opt-in (MESHNET_MALLOC_ENV=1), because the memory is paid for in speed. bench/peer-memory.ts
 // (SmolLM2-135M-shaped, 15 q4 layers, 512-position prefill, 64 decode steps): resident growth
 // 116 -> 98 MiB on an Intel Xeon with no decode cost resolvable; on an AMD EPYC (Zen 5) 115.5 ->
-// 95.8 MiB, but decode CPU 5.53 -> 6.59 ms a step and faults 25 -> 70 a step (every block of
+// 95.8 MiB, but decode CPU 5.53 -> 6.59 ms a step (5.32 -> 6.61 in another run) and faults 25 -> 70 a step (every block of
 // 64 KiB or more mapped, faulted in and unmapped again each run), the prefill 564 -> 718 ms; and
-// 2 relay peers kept 64-76% of one process in q8/q4 with it against 73-91% without. Thresholds
+// 2 relay peers kept 52-76% of one process in q8/q4 with it against 73-98% without (4 runs). Thresholds
 // that keep the speed (1 MiB, or 1 MiB with an 8 MiB trim threshold) keep the memory too
 // (111-113 MiB): the saving is exactly the blocks that cost the faults.
 

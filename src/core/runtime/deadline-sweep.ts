@@ -25,8 +25,8 @@ export interface SweptDeadline {
   expire(): void;
 }
 
-/** The longest delay a host timer takes as given. */
-const MAX_TIMER_MS = 0x7fffffff;
+/** The longest delay a host timer takes as given (2^31 − 1 ms). */
+export const MAX_TIMER_MS = 0x7fffffff;
 
 export class DeadlineSweep {
   private readonly deadlines = new Set<SweptDeadline>();

@@ -7,10 +7,8 @@
  * DeadlineSweep (deadline-sweep.ts): no timer is made per call.
  */
 import type { Clock } from './clock.ts';
-import { sweepOf, type SweptDeadline } from './deadline-sweep.ts';
+import { MAX_TIMER_MS, sweepOf, type SweptDeadline } from './deadline-sweep.ts';
 
-/** Longer than this, a timer of its own (as before the sweep: the host decides what such a timer does). */
-const SWEPT_MAX_MS = 0x7fffffff;
 
 /** One call's deadline: aborts its controller with the caller's reason, or with its own when it passes. */
 class CallDeadline implements SweptDeadline {
@@ -74,7 +72,8 @@ export async function withDeadline<T>(
   lagGraceMs = 0,
 ): Promise<T> {
   if (ms === undefined) return work(signal);
-  if (!(ms >= 0 && ms <= SWEPT_MAX_MS)) return withOwnTimer(clock, ms, reason, work, signal, lagGraceMs);
+  // Past the host's timer range (or not a time at all): a timer of its own, as before the sweep (the host decides what it does).
+  if (!(ms >= 0 && ms <= MAX_TIMER_MS)) return withOwnTimer(clock, ms, reason, work, signal, lagGraceMs);
   // With `lagGraceMs`, a deadline whose sweep runs more than that late (the event loop was
   // stalled: a garbage-collection pause, a busy head) waits one more millisecond, so an
   // answer that arrived during the stall — timers run before pending socket reads — is read first.

@@ -20,8 +20,8 @@
  * positions are dropped (`offsetOf`), keeping the window less one plus a little slack for a
  * rollback, so their room stays at `windowKvPositions` (of WINDOW_BLOCK_POSITIONS) and their
  * bytes stop growing past the window. Truncating behind what they still hold empties the state
- * (a cache miss: the hop re-prefills). In replace mode (KV on the GPU) each step's present holds their held positions
- * plus the new ones; once that passes `replaceWindowPositions`, `windowTrim` says which positions to keep
+ * (a cache miss: the hop re-prefills). In replace mode (KV on the GPU) each step's present
+ * holds their held positions plus the new ones; once that passes `replaceWindowPositions`, `windowTrim` says which positions to keep
  * and the executor copies them on the device (its trim graph) into `compactWindow`, so their
  * memory is bounded the same way.
  */

@@ -11,7 +11,7 @@ import { CHAIN_REPORT_ID, type ChainListener, type ChainPort } from './chain-por
 import { ProtocolError } from '../../shared/protocol-error.ts';
 import { LinkClosedError, LinkTimeoutError, type PeerLink } from './peer-link.ts';
 import { hopMark } from './hop-trace.ts';
-import type { Clock } from './clock.ts';
+import { systemClock, type Clock } from './clock.ts';
 import { DeadlineSweep, type SweptDeadline } from './deadline-sweep.ts';
 
 /** The least a socket must do. Binary data is sent for Uint8Array, text for strings. */
@@ -39,19 +39,12 @@ interface Pending<T> {
 }
 
 /**
- * The clock of request timeouts: monotonic time and unref'd host timers. A pending request is
- * held open by its socket, not by its timeout; and the sweep's idle timer (which may hold no
- * deadline at all: see DeadlineSweep) must not keep a process with an open link alive until
- * it fires, up to `timeoutMs` after the last answer.
+ * The clock of request timeouts: monotonic time and the system clock's timers, which keep no
+ * process alive (the Clock contract). A pending request is held open by its socket, not by its
+ * timeout; and the sweep's idle timer (it may hold no deadline: see DeadlineSweep) must not keep
+ * a process with an open link alive until it fires, up to `timeoutMs` after the last answer.
  */
-const linkTimeClock: Clock = {
-  now: () => performance.now(),
-  setTimeout(callback, ms) {
-    const timer = setTimeout(callback, ms) as unknown as { unref?: () => void };
-    timer.unref?.();
-    return () => clearTimeout(timer as unknown as ReturnType<typeof setTimeout>);
-  },
-};
+const linkTimeClock: Clock = { now: () => performance.now(), setTimeout: systemClock.setTimeout };
 
 /**
  * One request or control call waiting for its answer: settles once, then leaves its table,

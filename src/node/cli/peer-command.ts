@@ -43,7 +43,7 @@ token, another protocol) or, with --once, when the head connection ends; 0 on SI
 
 With MESHNET_MALLOC_ENV=1 on Linux with glibc, the peer runs under MALLOC_ARENA_MAX=1
 MALLOC_MMAP_THRESHOLD_=65536, so memory onnxruntime frees goes back to the system: about
-17% less resident growth for up to 20% more CPU a decode step (bin/meshnet.js starts it again
+17% less resident growth for 19-24% more CPU a decode step (bin/meshnet.js starts it again
 with them unless any is set already).`;
 
 export async function peerCommand(argv: string[]): Promise<void> {
